@@ -1,0 +1,1 @@
+//! The text summary printed by `memtrail run` and `memtrail report`.
