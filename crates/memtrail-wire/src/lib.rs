@@ -1,1 +1,327 @@
-//! memtrail-wire
+//! The raw dump: what the recorder writes when a profiled process ends, and
+//! what the `memtrail` CLI reads back to symbolize and write the profile.
+//!
+//! The recorder runs inside someone else's process, so this format is made to
+//! be cheap to write there: a magic, then a flat sequence of records, each a
+//! one-byte tag followed by LEB128 varints and length-prefixed byte strings.
+//! No JSON, no symbol names, no allocation while encoding beyond one buffer.
+//! A dump that does not end with [`Tag::End`] was cut short (the process died
+//! while writing it) and is rejected as truncated.
+//!
+//! The encoder is `no_std` (it writes into any [`Sink`]); the decoder needs `std`.
+
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "std")]
+mod decode;
+#[cfg(feature = "std")]
+pub use decode::*;
+
+/// First bytes of every dump file.
+pub const MAGIC: &[u8; 8] = b"MTRAIL\0\x01";
+
+/// Version of the record layout; bumped on any incompatible change.
+pub const VERSION: u64 = 1;
+
+/// Environment variable naming the directory where processes leave their dumps.
+pub const ENV_DIR: &str = "MEMTRAIL_DIR";
+/// Environment variable holding the recorder's options (`key=value,...`).
+pub const ENV_OPTS: &str = "MEMTRAIL_OPTS";
+
+/// Allocation functions, in the order of MALT's per-thread `stats`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum AllocFn {
+    Malloc = 0,
+    PosixMemalign = 1,
+    AlignedAlloc = 2,
+    Memalign = 3,
+    Valloc = 4,
+    Pvalloc = 5,
+    Free = 6,
+    Calloc = 7,
+    Realloc = 8,
+}
+
+impl AllocFn {
+    pub const COUNT: usize = 9;
+    pub const ALL: [AllocFn; 9] = [
+        AllocFn::Malloc,
+        AllocFn::PosixMemalign,
+        AllocFn::AlignedAlloc,
+        AllocFn::Memalign,
+        AllocFn::Valloc,
+        AllocFn::Pvalloc,
+        AllocFn::Free,
+        AllocFn::Calloc,
+        AllocFn::Realloc,
+    ];
+
+    /// The key MALT uses for this function.
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocFn::Malloc => "malloc",
+            AllocFn::PosixMemalign => "posix_memalign",
+            AllocFn::AlignedAlloc => "aligned_alloc",
+            AllocFn::Memalign => "memalign",
+            AllocFn::Valloc => "valloc",
+            AllocFn::Pvalloc => "pvalloc",
+            AllocFn::Free => "free",
+            AllocFn::Calloc => "calloc",
+            AllocFn::Realloc => "realloc",
+        }
+    }
+}
+
+/// How stacks were captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StackMode {
+    /// No stacks: every event is charged to one empty stack.
+    None = 0,
+    /// Frame-pointer walk.
+    Fp = 1,
+    /// DWARF CFI unwinding.
+    Dwarf = 2,
+}
+
+impl StackMode {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(StackMode::None),
+            1 => Some(StackMode::Fp),
+            2 => Some(StackMode::Dwarf),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            StackMode::None => "none",
+            StackMode::Fp => "fp",
+            StackMode::Dwarf => "dwarf",
+        }
+    }
+}
+
+/// Record tags. Each record's payload is listed beside its tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Tag {
+    /// version, pid, ppid, stack mode (u8 as varint), max depth, sample_every,
+    /// ticks per second, start ticks, end ticks, start unix ns, exe (bytes), cmdline (bytes, NUL separated)
+    Header = 1,
+    /// start, end, file offset, path (bytes), build id (bytes): one executable mapping
+    Module = 2,
+    /// the text of /proc/self/maps at the end
+    Maps = 3,
+    /// id, frame count, return addresses (leaf first)
+    Stack = 4,
+    /// id, then [`STACK_COUNTERS`] varints (signed ones zigzag-encoded)
+    StackStats = 5,
+    /// thread number, mem ops, then for each [`AllocFn`]: count, sum, ticks
+    Thread = 6,
+    /// size, count
+    Size = 7,
+    /// old size, new size, count
+    ReallocJump = 8,
+    /// stack id, block count, bytes
+    Leak = 9,
+    /// see [`Globals`]
+    Globals = 10,
+    /// time (ticks since start), requested bytes alive: one timeline point
+    TimePoint = 11,
+    /// end of dump
+    End = 0xff,
+}
+
+impl Tag {
+    pub fn from_u8(v: u8) -> Option<Tag> {
+        Some(match v {
+            1 => Tag::Header,
+            2 => Tag::Module,
+            3 => Tag::Maps,
+            4 => Tag::Stack,
+            5 => Tag::StackStats,
+            6 => Tag::Thread,
+            7 => Tag::Size,
+            8 => Tag::ReallocJump,
+            9 => Tag::Leak,
+            10 => Tag::Globals,
+            11 => Tag::TimePoint,
+            0xff => Tag::End,
+            _ => return None,
+        })
+    }
+}
+
+/// Per-stack counters, in the order they are written after a [`Tag::StackStats`] id.
+/// `alive_at_exit` and the `*_min` of empty series are 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackCounters {
+    pub alloc: MinMaxSum,
+    pub free: MinMaxSum,
+    pub lifetime: MinMaxSum,
+    pub mmap: MinMaxSum,
+    pub munmap: MinMaxSum,
+    pub zeros: u64,
+    pub realloc_count: u64,
+    pub realloc_delta: i64,
+    /// Bytes of this stack alive at the end.
+    pub alive: i64,
+    /// Largest number of bytes of this stack alive at once.
+    pub max_alive: u64,
+    /// Bytes of this stack alive when the whole process reached its peak.
+    pub at_peak: i64,
+}
+
+/// A count with the minimum, maximum and sum of its values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MinMaxSum {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub sum: u64,
+}
+
+impl MinMaxSum {
+    #[inline]
+    pub fn add(&mut self, v: u64) {
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        if v > self.max {
+            self.max = v;
+        }
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(v);
+    }
+
+    pub fn merge(&mut self, o: &MinMaxSum) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 || o.min < self.min {
+            self.min = o.min;
+        }
+        if o.max > self.max {
+            self.max = o.max;
+        }
+        self.count += o.count;
+        self.sum = self.sum.wrapping_add(o.sum);
+    }
+}
+
+/// Process-wide numbers, written after [`Tag::Globals`] in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Globals {
+    /// Peak of requested bytes alive at once.
+    pub peak_requested: u64,
+    /// Ticks since start when the peak was reached.
+    pub peak_ticks: u64,
+    /// Requested bytes alive at the end.
+    pub alive_requested: u64,
+    /// Bytes of memory the recorder itself mapped.
+    pub internal_memory: u64,
+    /// Largest number of threads alive at once.
+    pub max_threads: u64,
+    /// Stacks cut at the depth limit.
+    pub truncated_stacks: u64,
+    /// Events that arrived while the recorder could not record them (re-entrancy,
+    /// signal handlers interrupting the recorder): forwarded, not counted.
+    pub unrecorded_events: u64,
+    /// Frees of pointers the recorder never saw allocated.
+    pub unknown_frees: u64,
+    /// Distinct sizes or realloc jumps not kept because their tables were full.
+    pub dropped_histogram_entries: u64,
+}
+
+/// Where encoded bytes go.
+pub trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+/// Writes records into a [`Sink`].
+pub struct Encoder<S: Sink> {
+    pub sink: S,
+}
+
+impl<S: Sink> Encoder<S> {
+    pub fn new(mut sink: S) -> Self {
+        sink.put(MAGIC);
+        Encoder { sink }
+    }
+
+    #[inline]
+    pub fn tag(&mut self, t: Tag) {
+        self.sink.put(&[t as u8]);
+    }
+
+    #[inline]
+    pub fn u(&mut self, mut v: u64) {
+        let mut buf = [0u8; 10];
+        let mut n = 0;
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                buf[n] = b;
+                n += 1;
+                break;
+            }
+            buf[n] = b | 0x80;
+            n += 1;
+        }
+        self.sink.put(&buf[..n]);
+    }
+
+    #[inline]
+    pub fn i(&mut self, v: i64) {
+        self.u(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.u(b.len() as u64);
+        self.sink.put(b);
+    }
+
+    pub fn mms(&mut self, m: &MinMaxSum) {
+        self.u(m.count);
+        self.u(m.min);
+        self.u(m.max);
+        self.u(m.sum);
+    }
+
+    pub fn stack_counters(&mut self, id: u64, c: &StackCounters) {
+        self.tag(Tag::StackStats);
+        self.u(id);
+        self.mms(&c.alloc);
+        self.mms(&c.free);
+        self.mms(&c.lifetime);
+        self.mms(&c.mmap);
+        self.mms(&c.munmap);
+        self.u(c.zeros);
+        self.u(c.realloc_count);
+        self.i(c.realloc_delta);
+        self.i(c.alive);
+        self.u(c.max_alive);
+        self.i(c.at_peak);
+    }
+
+    pub fn globals(&mut self, g: &Globals) {
+        self.tag(Tag::Globals);
+        for v in [
+            g.peak_requested,
+            g.peak_ticks,
+            g.alive_requested,
+            g.internal_memory,
+            g.max_threads,
+            g.truncated_stacks,
+            g.unrecorded_events,
+            g.unknown_frees,
+            g.dropped_histogram_entries,
+        ] {
+            self.u(v);
+        }
+    }
+}

@@ -1,1 +1,7 @@
+//! The `memtrail` command: runs programs under the recorder, turns its raw
+//! dumps into profiles, and reports on profiles.
 
+pub mod cli;
+pub mod convert;
+pub mod date;
+pub mod run;

@@ -1,0 +1,125 @@
+//! The recorder's own memory: mapped directly from the kernel, never from the
+//! profiled program's heap, and counted as internal memory.
+//!
+//! It serves as the library's `#[global_allocator]` (framehop's module list,
+//! the dump buffer) and backs the recorder's tables. Size classes are powers
+//! of two with free lists; anything over 32 KiB is its own mapping. The lock
+//! is only taken off the per-event path (table growth, thread start, dlopen).
+
+use crate::sync::SpinLock;
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes mapped by the recorder for itself.
+pub static INTERNAL_BYTES: AtomicU64 = AtomicU64::new(0);
+
+const CLASSES: usize = 12; // 16 B .. 32 KiB
+const CHUNK: usize = 256 * 1024;
+
+pub struct Classes {
+    free: [*mut FreeBlock; CLASSES],
+    bump: *mut u8,
+    bump_end: *mut u8,
+}
+
+struct FreeBlock {
+    next: *mut FreeBlock,
+}
+
+// SAFETY: the raw pointers are owned by the lock that wraps `Classes`.
+unsafe impl Send for Classes {}
+
+pub static ARENA_LOCK: SpinLock<Classes> =
+    SpinLock::new(Classes { free: [null_mut(); CLASSES], bump: null_mut(), bump_end: null_mut() });
+
+/// Maps anonymous memory with the raw system call, so that the recorder's
+/// own `mmap` hook does not count it.
+pub fn map(len: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping has no preconditions.
+    let p = unsafe {
+        libc::syscall(
+            libc::SYS_mmap,
+            0usize,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1i32,
+            0usize,
+        )
+    };
+    if p < 0 && p > -4096 {
+        return null_mut();
+    }
+    INTERNAL_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+    p as *mut u8
+}
+
+/// # Safety
+/// `p` and `len` must come from one call to [`map`].
+pub unsafe fn unmap(p: *mut u8, len: usize) {
+    // SAFETY: forwarded to the caller.
+    unsafe { libc::syscall(libc::SYS_munmap, p, len) };
+    INTERNAL_BYTES.fetch_sub(len as u64, Ordering::Relaxed);
+}
+
+fn class_of(size: usize, align: usize) -> Option<usize> {
+    let need = size.max(align).max(16).next_power_of_two();
+    let c = need.trailing_zeros() as usize - 4;
+    (c < CLASSES && align <= 4096).then_some(c)
+}
+
+fn page_round(n: usize) -> usize {
+    (n + 4095) & !4095
+}
+
+pub struct Arena;
+
+unsafe impl GlobalAlloc for Arena {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let Some(c) = class_of(layout.size(), layout.align()) else {
+            if layout.align() > 4096 {
+                return null_mut();
+            }
+            return map(page_round(layout.size()));
+        };
+        let size = 16usize << c;
+        let mut g = ARENA_LOCK.lock();
+        let head = g.free[c];
+        if !head.is_null() {
+            // SAFETY: blocks on a free list are ours and at least 16 bytes.
+            g.free[c] = unsafe { (*head).next };
+            return head as *mut u8;
+        }
+        // Align the bump pointer to the class size (up to a page).
+        let align = size.min(4096);
+        let mut p = ((g.bump as usize + align - 1) & !(align - 1)) as *mut u8;
+        if g.bump.is_null() || p as usize + size > g.bump_end as usize {
+            let chunk = map(CHUNK);
+            if chunk.is_null() {
+                return null_mut();
+            }
+            g.bump = chunk;
+            // SAFETY: within the fresh mapping.
+            g.bump_end = unsafe { chunk.add(CHUNK) };
+            p = chunk;
+        }
+        // SAFETY: p + size <= bump_end, checked above.
+        g.bump = unsafe { p.add(size) };
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        match class_of(layout.size(), layout.align()) {
+            Some(c) => {
+                let mut g = ARENA_LOCK.lock();
+                let b = ptr as *mut FreeBlock;
+                // SAFETY: the block is ours, at least 16 bytes, and no longer used.
+                unsafe { (*b).next = g.free[c] };
+                g.free[c] = b;
+            }
+            // SAFETY: large blocks are whole mappings of this rounded size.
+            None => unsafe { unmap(ptr, page_round(layout.size())) },
+        }
+    }
+}

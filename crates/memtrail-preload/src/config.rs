@@ -1,0 +1,72 @@
+//! Options from the environment, parsed once at start-up into an immutable
+//! struct (`MEMTRAIL_OPTS=stack=dwarf,depth=256,follow=1,parent=PID`).
+
+use core::sync::atomic::{AtomicPtr, Ordering};
+use memtrail_wire::StackMode;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub stack_mode: StackMode,
+    pub max_depth: u32,
+    pub follow: bool,
+    /// pid of the `memtrail run` process: the profiled program is its child.
+    pub parent: i32,
+    pub sample_every: u64,
+}
+
+pub const DEFAULT: Config =
+    Config { stack_mode: StackMode::Dwarf, max_depth: 256, follow: true, parent: 0, sample_every: 0 };
+
+static CONFIG: AtomicPtr<Config> = AtomicPtr::new(core::ptr::null_mut());
+
+pub fn get() -> &'static Config {
+    let p = CONFIG.load(Ordering::Acquire);
+    if p.is_null() {
+        return &DEFAULT;
+    }
+    // SAFETY: set once from a leaked Box, never freed.
+    unsafe { &*p }
+}
+
+fn num(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &c| c.is_ascii_digit().then(|| n.saturating_mul(10).saturating_add((c - b'0') as u64)))
+}
+
+pub fn parse(s: &[u8]) -> Config {
+    let mut c = DEFAULT;
+    for item in s.split(|&b| b == b',') {
+        let mut kv = item.splitn(2, |&b| b == b'=');
+        let k = kv.next().unwrap_or(&[]);
+        let v = kv.next().unwrap_or(&[]);
+        match k {
+            b"stack" => {
+                c.stack_mode = match v {
+                    b"none" => StackMode::None,
+                    b"fp" => StackMode::Fp,
+                    _ => StackMode::Dwarf,
+                }
+            }
+            b"depth" => c.max_depth = num(v).map_or(c.max_depth, |n| n.clamp(1, 4096) as u32),
+            b"follow" => c.follow = v != b"0",
+            b"parent" => c.parent = num(v).unwrap_or(0) as i32,
+            b"sample" => c.sample_every = num(v).unwrap_or(0),
+            _ => {}
+        }
+    }
+    c
+}
+
+pub fn load() {
+    // SAFETY: getenv with a NUL-terminated name; it does not allocate.
+    let p = unsafe { libc::getenv(c"MEMTRAIL_OPTS".as_ptr()) };
+    let c = if p.is_null() {
+        DEFAULT
+    } else {
+        // SAFETY: getenv returns a NUL-terminated string.
+        parse(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
+    };
+    CONFIG.store(alloc::boxed::Box::into_raw(alloc::boxed::Box::new(c)), Ordering::Release);
+}

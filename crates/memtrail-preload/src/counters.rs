@@ -1,0 +1,261 @@
+//! Per-thread counters, keyed by stack, merged when the thread ends or the
+//! profile is written.
+//!
+//! Each thread owns its maps, so an event touches no memory shared with other
+//! threads, except for the two "sloppy" shared counters below, which a thread
+//! updates only when its own pending part could change a maximum or exceeds a
+//! slack. For one thread this is exact; with several, a maximum can be missed
+//! by at most the other threads' pending parts (`SLACK` bytes each).
+
+use crate::stacks::{self, StackId};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use memtrail_wire::{MinMaxSum, StackCounters};
+
+pub const SLACK: i64 = 64 * 1024;
+
+/// Requested bytes alive, flushed part.
+pub static ALIVE: AtomicI64 = AtomicI64::new(0);
+pub static PEAK: AtomicU64 = AtomicU64::new(0);
+pub static PEAK_TICKS: AtomicU64 = AtomicU64::new(0);
+/// Moves every time the global peak moves; stacks snapshot their bytes
+/// alive lazily when they first see a new epoch (MALT's O(1) scheme).
+pub static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Clone, Copy, Default)]
+pub struct PerStack {
+    pub alloc: MinMaxSum,
+    pub free: MinMaxSum,
+    pub lifetime: MinMaxSum,
+    pub mmap: MinMaxSum,
+    pub munmap: MinMaxSum,
+    pub zeros: u64,
+    pub realloc_count: u64,
+    pub realloc_delta: i64,
+    /// This thread's part of the stack's bytes alive.
+    pub alive: i64,
+    /// Part of `alive` already added to the stack's shared counter.
+    pub flushed: i64,
+    pub at_peak: i64,
+    pub epoch: u64,
+}
+
+impl PerStack {
+    /// Snapshot for the global peak, before the first change in a new epoch.
+    #[inline(always)]
+    fn touch(&mut self) {
+        let e = EPOCH.load(Ordering::Relaxed);
+        if self.epoch != e {
+            self.at_peak = self.alive;
+            self.epoch = e;
+        }
+    }
+
+    /// This entry's bytes at the last global peak (given the final epoch).
+    pub fn at_peak_final(&self, epoch: u64) -> i64 {
+        if self.epoch == epoch {
+            self.at_peak
+        } else {
+            self.alive
+        }
+    }
+
+    #[inline(always)]
+    pub fn add_alive(&mut self, id: StackId, delta: i64) {
+        self.touch();
+        self.alive += delta;
+        let pending = self.alive - self.flushed;
+        let e = stacks::entry(id);
+        if delta > 0 {
+            let cand = e.alive.load(Ordering::Relaxed) + pending;
+            if cand > e.max_alive.load(Ordering::Relaxed) as i64 {
+                let now = e.alive.fetch_add(pending, Ordering::Relaxed) + pending;
+                self.flushed = self.alive;
+                e.max_alive.fetch_max(now.max(0) as u64, Ordering::Relaxed);
+            }
+        } else if pending < -SLACK {
+            e.alive.fetch_add(pending, Ordering::Relaxed);
+            self.flushed = self.alive;
+        }
+    }
+
+    /// Merges another thread's entry (a thread that ended) into this one, as
+    /// if this entry were touched now.
+    pub fn absorb(&mut self, o: &PerStack, epoch_now: u64) {
+        if self.epoch != epoch_now {
+            self.at_peak = self.alive;
+            self.epoch = epoch_now;
+        }
+        self.at_peak += o.at_peak_final(epoch_now);
+        self.alive += o.alive;
+        self.flushed += o.flushed;
+        self.alloc.merge(&o.alloc);
+        self.free.merge(&o.free);
+        self.lifetime.merge(&o.lifetime);
+        self.mmap.merge(&o.mmap);
+        self.munmap.merge(&o.munmap);
+        self.zeros += o.zeros;
+        self.realloc_count += o.realloc_count;
+        self.realloc_delta += o.realloc_delta;
+    }
+
+    pub fn to_wire(&self, id: StackId, epoch: u64) -> StackCounters {
+        let e = stacks::entry(id);
+        StackCounters {
+            alloc: self.alloc,
+            free: self.free,
+            lifetime: self.lifetime,
+            mmap: self.mmap,
+            munmap: self.munmap,
+            zeros: self.zeros,
+            realloc_count: self.realloc_count,
+            realloc_delta: self.realloc_delta,
+            alive: self.alive,
+            max_alive: e.max_alive.load(Ordering::Relaxed),
+            at_peak: self.at_peak_final(epoch),
+        }
+    }
+}
+
+/// Called with a thread's pending change of requested bytes alive.
+#[inline(always)]
+pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
+    *pending += delta;
+    if delta > 0 {
+        let cand = ALIVE.load(Ordering::Relaxed) + *pending;
+        if cand > PEAK.load(Ordering::Relaxed) as i64 {
+            let v = ALIVE.fetch_add(*pending, Ordering::Relaxed) + *pending;
+            *pending = 0;
+            if v > PEAK.fetch_max(v.max(0) as u64, Ordering::Relaxed) as i64 {
+                PEAK_TICKS.store(now, Ordering::Relaxed);
+                EPOCH.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    } else if *pending < -SLACK {
+        ALIVE.fetch_add(*pending, Ordering::Relaxed);
+        *pending = 0;
+    }
+}
+
+/// Open addressing from stack id to counters.
+pub struct StackMap {
+    keys: Vec<u32>, // id + 1; 0 = empty
+    vals: Vec<PerStack>,
+    len: usize,
+}
+
+impl StackMap {
+    pub fn new() -> Self {
+        let cap = 64;
+        StackMap { keys: alloc::vec![0; cap], vals: alloc::vec![PerStack::default(); cap], len: 0 }
+    }
+
+    #[inline(always)]
+    pub fn get(&mut self, id: StackId) -> &mut PerStack {
+        let mask = self.keys.len() - 1;
+        let key = id + 1;
+        let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
+        loop {
+            let k = self.keys[i];
+            if k == key {
+                return &mut self.vals[i];
+            }
+            if k == 0 {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        if (self.len + 1) * 2 > self.keys.len() {
+            self.grow();
+            return self.get(id);
+        }
+        self.keys[i] = key;
+        self.vals[i] = PerStack::default();
+        self.len += 1;
+        &mut self.vals[i]
+    }
+
+    fn grow(&mut self) {
+        let cap = self.keys.len() * 2;
+        let keys = core::mem::replace(&mut self.keys, alloc::vec![0; cap]);
+        let vals = core::mem::replace(&mut self.vals, alloc::vec![PerStack::default(); cap]);
+        self.len = 0;
+        for (k, v) in keys.into_iter().zip(vals) {
+            if k != 0 {
+                *self.get(k - 1) = v;
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (StackId, &PerStack)> {
+        self.keys.iter().zip(self.vals.iter()).filter(|(k, _)| **k != 0).map(|(k, v)| (*k - 1, v))
+    }
+}
+
+/// Open addressing from a u64 key (or a pair folded into one slot) to a
+/// count, bounded: once full, new keys are only counted as dropped.
+pub struct Histogram {
+    keys: Vec<(u64, u64)>,
+    counts: Vec<u64>,
+    len: usize,
+    pub dropped: u64,
+}
+
+const HIST_MAX: usize = 1 << 16;
+
+impl Histogram {
+    pub fn new() -> Self {
+        Histogram { keys: alloc::vec![(u64::MAX, 0); 64], counts: alloc::vec![0; 64], len: 0, dropped: 0 }
+    }
+
+    #[inline(always)]
+    pub fn add(&mut self, key: (u64, u64), n: u64) {
+        let mask = self.keys.len() - 1;
+        let mut i = (key.0 ^ key.1.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize >> 7 & mask;
+        loop {
+            let k = self.keys[i];
+            if k == key {
+                self.counts[i] += n;
+                return;
+            }
+            if k.0 == u64::MAX {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        if (self.len + 1) * 2 > self.keys.len() {
+            if self.keys.len() >= HIST_MAX * 2 {
+                self.dropped += n;
+                return;
+            }
+            self.grow();
+            return self.add(key, n);
+        }
+        self.keys[i] = key;
+        self.counts[i] = n;
+        self.len += 1;
+    }
+
+    fn grow(&mut self) {
+        let cap = self.keys.len() * 2;
+        let keys = core::mem::replace(&mut self.keys, alloc::vec![(u64::MAX, 0); cap]);
+        let counts = core::mem::replace(&mut self.counts, alloc::vec![0; cap]);
+        self.len = 0;
+        for (k, c) in keys.into_iter().zip(counts) {
+            if k.0 != u64::MAX {
+                self.add(k, c);
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = ((u64, u64), u64)> + '_ {
+        self.keys.iter().zip(self.counts.iter()).filter(|(k, _)| k.0 != u64::MAX).map(|(k, c)| (*k, *c))
+    }
+
+    pub fn absorb(&mut self, o: &Histogram) {
+        for (k, c) in o.iter() {
+            self.add(k, c);
+        }
+        self.dropped += o.dropped;
+    }
+}

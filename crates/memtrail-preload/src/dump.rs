@@ -1,0 +1,288 @@
+//! Writing the raw dump when the process ends (exit, `_exit`, a fatal
+//! signal). It holds addresses and counters only; the `memtrail` CLI
+//! symbolizes them and writes the profile, outside the profiled process.
+
+use crate::counters::{PerStack, ALIVE, EPOCH, PEAK, PEAK_TICKS};
+use crate::thread::{self, TLS};
+use crate::{arena, config, live, modules, stacks, state, UNRECORDED};
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
+use memtrail_wire::{Encoder, Globals, Sink, Tag, VERSION};
+
+static DUMPED: AtomicBool = AtomicBool::new(false);
+
+/// In a forked child: it writes its own dump.
+pub fn forked() {
+    DUMPED.store(false, Ordering::Relaxed);
+}
+
+pub fn now_ns() -> u64 {
+    clock(libc::CLOCK_MONOTONIC)
+}
+
+fn clock(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is writable.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+struct VecSink(Vec<u8>);
+impl Sink for VecSink {
+    fn put(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(b);
+    }
+}
+
+fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
+    let mut out = Vec::new();
+    // SAFETY: a NUL-terminated path; the buffer is writable for its length.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return out;
+        }
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = libc::read(fd, buf.as_mut_ptr() as *mut _, buf.len());
+            if n <= 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n as usize]);
+        }
+        libc::close(fd);
+    }
+    out
+}
+
+fn exe() -> Vec<u8> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: buf is writable for its length.
+    let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+    buf.truncate(n.max(0) as usize);
+    buf
+}
+
+fn stderr_line(s: &str) {
+    // SAFETY: writing a byte buffer to fd 2.
+    unsafe { libc::write(2, s.as_ptr() as *const _, s.len()) };
+}
+
+/// Writes this process's dump once. `why` is the way out (for messages).
+pub fn write(why: &str) {
+    if state::get() != state::State::Recording || DUMPED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let _ = why;
+    let was = TLS.with(|t| t.in_hook.replace(true));
+    state::set(state::State::Finished);
+    let in_signal = why == "signal";
+    if !in_signal {
+        modules::refresh(false);
+    }
+    let buf = encode();
+    save(&buf);
+    TLS.with(|t| t.in_hook.set(was));
+}
+
+fn encode() -> Vec<u8> {
+    let cfg = config::get();
+    let end_ticks = crate::hooks::ticks();
+    let end_ns = now_ns();
+    let start_ticks = state::START_TICKS.load(Ordering::Relaxed);
+    let start_ns = state::START_NS.load(Ordering::Relaxed);
+    let elapsed_ns = end_ns.saturating_sub(start_ns).max(1);
+    let tps = ((end_ticks.saturating_sub(start_ticks)) as u128 * 1_000_000_000 / elapsed_ns as u128) as u64;
+    let wall_start = clock(libc::CLOCK_REALTIME).saturating_sub(elapsed_ns);
+
+    let mut e = Encoder::new(VecSink(Vec::with_capacity(1 << 20)));
+    e.tag(Tag::Header);
+    // SAFETY: no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    for v in [
+        VERSION,
+        pid as u64,
+        ppid as u64,
+        cfg.stack_mode as u64,
+        cfg.max_depth as u64,
+        cfg.sample_every,
+        tps,
+        start_ticks,
+        end_ticks,
+        wall_start,
+    ] {
+        e.u(v);
+    }
+    e.bytes(&exe());
+    e.bytes(&read_file(c"/proc/self/cmdline"));
+
+    if let Some(seen) = modules::SEEN.try_lock_for(1000) {
+        for m in seen.iter() {
+            e.tag(Tag::Module);
+            e.u(m.start);
+            e.u(m.end);
+            e.u(m.file_offset);
+            e.bytes(m.path.as_bytes());
+            e.bytes(&m.build_id);
+        }
+    }
+    e.tag(Tag::Maps);
+    e.bytes(&read_file(c"/proc/self/maps"));
+
+    // Merge every thread's counters.
+    let epoch = EPOCH.load(Ordering::Relaxed);
+    let n = stacks::count() as usize;
+    let mut merged = vec![PerStack { epoch, ..Default::default() }; n];
+    let mut sizes = crate::counters::Histogram::new();
+    let mut jumps = crate::counters::Histogram::new();
+    let mut unknown_frees = 0;
+    let mut truncated = 0;
+    let mut threads: Vec<(u64, u64, [(u64, u64, u64); 9])> = Vec::new();
+    thread::for_each_state(|s| {
+        for (id, ps) in s.stacks.iter() {
+            if let Some(m) = merged.get_mut(id as usize) {
+                m.absorb(ps, epoch);
+            }
+        }
+        sizes.absorb(&s.sizes);
+        jumps.absorb(&s.jumps);
+        unknown_frees += s.unknown_frees;
+        truncated += s.truncated;
+        if s.number < u64::MAX - 1 {
+            threads.push((s.number, s.mem_ops, s.stats));
+        }
+    });
+    for id in 0..n {
+        let m = &merged[id];
+        if m.alloc.count == 0 && m.free.count == 0 && m.mmap.count == 0 && m.munmap.count == 0 {
+            continue;
+        }
+        let entry = stacks::entry(id as u32);
+        let frames = stacks::frames(entry);
+        e.tag(Tag::Stack);
+        e.u(id as u64);
+        e.u(frames.len() as u64);
+        for &f in frames {
+            e.u(f);
+        }
+        e.stack_counters(id as u64, &m.to_wire(id as u32, epoch));
+    }
+    threads.sort_by_key(|t| t.0);
+    for (number, ops, stats) in &threads {
+        e.tag(Tag::Thread);
+        e.u(*number);
+        e.u(*ops);
+        for (c, s, t) in stats {
+            e.u(*c);
+            e.u(*s);
+            e.u(*t);
+        }
+    }
+    for ((size, _), c) in sizes.iter() {
+        e.tag(Tag::Size);
+        e.u(size);
+        e.u(c);
+    }
+    for ((old, new), c) in jumps.iter() {
+        e.tag(Tag::ReallocJump);
+        e.u(old);
+        e.u(new);
+        e.u(c);
+    }
+    // Leaks: blocks still alive, grouped by stack.
+    let mut leaks: Vec<(u64, u64)> = vec![(0, 0); n];
+    let mut alive_total = 0u64;
+    let mut live_blocks = 0u64;
+    for shard in live::SHARD_TABLE.iter() {
+        if let Some(t) = shard.0.try_lock_for(1000) {
+            t.for_each(|b| {
+                if let Some(l) = leaks.get_mut(b.stack as usize) {
+                    l.0 += 1;
+                    l.1 += b.size;
+                }
+                alive_total += b.size;
+                live_blocks += 1;
+            });
+        }
+    }
+    for (id, &(c, b)) in leaks.iter().enumerate() {
+        if c > 0 {
+            e.tag(Tag::Leak);
+            e.u(id as u64);
+            e.u(c);
+            e.u(b);
+        }
+    }
+    let _ = ALIVE.load(Ordering::Relaxed);
+    let max_threads = thread::REGISTRY.try_lock_for(1000).map_or(0, |r| r.max_alive);
+    e.globals(&Globals {
+        peak_requested: PEAK.load(Ordering::Relaxed),
+        peak_ticks: PEAK_TICKS.load(Ordering::Relaxed).saturating_sub(start_ticks),
+        alive_requested: alive_total,
+        internal_memory: arena::INTERNAL_BYTES.load(Ordering::Relaxed),
+        max_threads,
+        truncated_stacks: truncated,
+        unrecorded_events: UNRECORDED.load(Ordering::Relaxed),
+        unknown_frees,
+        dropped_histogram_entries: sizes.dropped + jumps.dropped,
+    });
+    let _ = live_blocks;
+    e.tag(Tag::End);
+    e.sink.0
+}
+
+fn save(buf: &[u8]) {
+    // SAFETY: getenv with a NUL-terminated name.
+    let dir = unsafe { libc::getenv(c"MEMTRAIL_DIR".as_ptr()) };
+    let dir = if dir.is_null() {
+        String::from(".")
+    } else {
+        // SAFETY: NUL-terminated from getenv.
+        String::from_utf8_lossy(unsafe { core::ffi::CStr::from_ptr(dir) }.to_bytes()).into_owned()
+    };
+    // SAFETY: no preconditions.
+    let pid = unsafe { libc::getpid() };
+    for attempt in 0..100 {
+        let mut path = if attempt == 0 {
+            alloc::format!("{dir}/{pid}.mtraw")
+        } else {
+            alloc::format!("{dir}/{pid}.{attempt}.mtraw")
+        };
+        path.push('\0');
+        // SAFETY: path is NUL-terminated.
+        let fd = unsafe {
+            libc::open(path.as_ptr() as *const _, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o644)
+        };
+        if fd < 0 {
+            // SAFETY: errno location is valid.
+            let err = unsafe { *libc::__errno_location() };
+            if err == libc::EEXIST {
+                continue;
+            }
+            path.pop();
+            stderr_line(&alloc::format!("memtrail: cannot write profile data to {path}: os error {err}\n"));
+            return;
+        }
+        let mut off = 0;
+        while off < buf.len() {
+            // SAFETY: writing our own buffer.
+            let n = unsafe { libc::write(fd, buf[off..].as_ptr() as *const _, buf.len() - off) };
+            if n <= 0 {
+                // SAFETY: errno location is valid.
+                let err = unsafe { *libc::__errno_location() };
+                if err == libc::EINTR {
+                    continue;
+                }
+                path.pop();
+                stderr_line(&alloc::format!("memtrail: cannot write profile data to {path}: os error {err}\n"));
+                break;
+            }
+            off += n as usize;
+        }
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+        return;
+    }
+}

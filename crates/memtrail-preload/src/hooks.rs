@@ -1,0 +1,614 @@
+//! The exported functions that interpose the program's allocator calls.
+//!
+//! Each hook forwards to the real function and, when recording is on and the
+//! thread is not already inside a hook, records the event. Recording never
+//! changes what the program sees: return values and `errno` are the real
+//! function's (errno is saved around the bookkeeping), and a hook that cannot
+//! record (re-entered, not initialized, thread ending) just forwards.
+
+use crate::counters::global_alive;
+use crate::thread::{self, ThreadState, Tls, TLS};
+use crate::{dump, live, modules, real, state, unwind::Capture, UNRECORDED};
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::Ordering;
+use memtrail_wire::{AllocFn, StackMode};
+
+#[inline(always)]
+fn frame_pointer() -> u64 {
+    let fp: u64;
+    // SAFETY: reads a register; the workspace is built with frame pointers,
+    // so rbp is this hook's frame pointer.
+    unsafe { core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    fp
+}
+
+#[inline(always)]
+pub fn ticks() -> u64 {
+    // SAFETY: rdtsc has no preconditions on x86-64.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// An entered hook: the thread's state, released on drop.
+struct Hook {
+    tls: *const Tls,
+    st: *mut ThreadState,
+    orphan: bool,
+    errno: c_int,
+}
+
+impl Hook {
+    /// Keeps errno as the real function left it, to be restored on drop.
+    #[inline(always)]
+    fn keep_errno(&mut self) {
+        // SAFETY: errno location is valid for this thread.
+        self.errno = unsafe { *libc::__errno_location() };
+    }
+
+    #[inline(always)]
+    fn st(&mut self) -> &mut ThreadState {
+        // SAFETY: the state belongs to this thread (or to the orphan lock we hold).
+        unsafe { &mut *self.st }
+    }
+}
+
+impl Drop for Hook {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: errno location is valid for this thread.
+        unsafe { *libc::__errno_location() = self.errno };
+        self.st().busy.store(false, Ordering::Release);
+        if self.orphan {
+            // SAFETY: taken with raw_lock in `enter`.
+            unsafe { thread::ORPHAN.raw_unlock() };
+        }
+        // SAFETY: tls points to this thread's TLS block.
+        unsafe { (*self.tls).in_hook.set(false) };
+    }
+}
+
+#[inline(always)]
+fn enter() -> Option<Hook> {
+    let tls = TLS.with(|t| t as *const Tls);
+    // SAFETY: this thread's TLS block lives as long as the thread.
+    let t = unsafe { &*tls };
+    if t.in_hook.get() {
+        return None;
+    }
+    if !state::ready() {
+        return None;
+    }
+    t.in_hook.set(true);
+    // SAFETY: errno location is valid for this thread.
+    let errno = unsafe { *libc::__errno_location() };
+    let mut st = thread::current(t);
+    let mut orphan = false;
+    if thread::is_dead(st) {
+        thread::ORPHAN.raw_lock();
+        // SAFETY: we hold the orphan lock.
+        let o = unsafe { thread::ORPHAN.get_unchecked() };
+        st = &mut **o.get_or_insert_with(thread::new_orphan) as *mut ThreadState;
+        orphan = true;
+    }
+    // SAFETY: st is this thread's state or the locked orphan.
+    unsafe { (*st).busy.store(true, Ordering::Relaxed) };
+    Some(Hook { tls, st, orphan, errno })
+}
+
+/// Counts an event that happened where recording was impossible.
+#[inline(always)]
+fn unrecorded() {
+    if state::ready() {
+        UNRECORDED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[inline(always)]
+fn stack(st: &mut ThreadState, fp: u64) -> u32 {
+    match st.unwind.as_mut() {
+        Some(u) => match u.capture(fp) {
+            Some(Capture { id, truncated }) => {
+                st.truncated += truncated as u64;
+                id
+            }
+            None => 0,
+        },
+        None => 0,
+    }
+}
+
+/// Records a successful allocation of `size` bytes at `p`.
+#[inline(always)]
+fn on_alloc(st: &mut ThreadState, f: AllocFn, p: *mut c_void, size: usize, t0: u64, dt: u64, fp: u64) -> u32 {
+    let s = &mut st.stats[f as usize];
+    s.0 += 1;
+    s.1 += size as u64;
+    s.2 += dt;
+    st.mem_ops += 1;
+    if p.is_null() {
+        return 0;
+    }
+    st.sizes.add((size as u64, 0), 1);
+    let id = stack(st, fp);
+    let ps = st.stacks.get(id);
+    ps.alloc.add(size as u64);
+    if size == 0 {
+        ps.zeros += 1;
+    }
+    ps.add_alive(id, size as i64);
+    global_alive(&mut st.pending, size as i64, t0);
+    live::insert(live::Entry { addr: p as u64, size: size as u64, time: t0, stack: id, _pad: 0 });
+    id
+}
+
+/// Charges a released block to the stack that allocated it.
+#[inline(always)]
+fn on_release(st: &mut ThreadState, e: &live::Entry, now: u64) {
+    let ps = st.stacks.get(e.stack);
+    ps.free.add(e.size);
+    ps.lifetime.add(now.wrapping_sub(e.time).min(i64::MAX as u64));
+    ps.add_alive(e.stack, -(e.size as i64));
+    global_alive(&mut st.pending, -(e.size as i64), now);
+}
+
+#[inline(always)]
+fn fwd_malloc(size: usize) -> *mut c_void {
+    match real::malloc() {
+        // SAFETY: the real malloc.
+        Some(f) => unsafe { f(size) },
+        None => real::boot_alloc(size, 16),
+    }
+}
+
+macro_rules! alloc_hook {
+    ($fp:ident, $f:expr, $size:expr, $call:expr) => {{
+        let Some(mut h) = enter() else {
+            unrecorded();
+            return $call;
+        };
+        let t0 = ticks();
+        let p = $call;
+        h.keep_errno();
+        let dt = ticks().wrapping_sub(t0);
+        on_alloc(h.st(), $f, p, $size, t0, dt, $fp);
+        p
+    }};
+}
+
+/// # Safety
+/// Called as C's malloc.
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    let fp = frame_pointer();
+    alloc_hook!(fp, AllocFn::Malloc, size, fwd_malloc(size))
+}
+
+/// # Safety
+/// Called as C's calloc.
+#[no_mangle]
+pub unsafe extern "C" fn calloc(n: usize, m: usize) -> *mut c_void {
+    let fp = frame_pointer();
+    let size = n.checked_mul(m).unwrap_or(0);
+    let call = || match real::calloc() {
+        // SAFETY: the real calloc.
+        Some(f) => unsafe { f(n, m) },
+        // The boot buffer is zero-filled and never reused.
+        None => match n.checked_mul(m) {
+            Some(s) => real::boot_alloc(s, 16),
+            None => core::ptr::null_mut(),
+        },
+    };
+    alloc_hook!(fp, AllocFn::Calloc, size, call())
+}
+
+/// # Safety
+/// Called as C's free.
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if real::is_boot(p) {
+        return;
+    }
+    let fwd = |p| {
+        if let Some(f) = real::free() {
+            // SAFETY: p came from the real allocator (boot blocks returned above).
+            unsafe { f(p) }
+        }
+    };
+    let Some(mut h) = enter() else {
+        if !p.is_null() {
+            unrecorded();
+        }
+        return fwd(p);
+    };
+    let t0 = ticks();
+    let st = h.st();
+    let mut size = 0;
+    if !p.is_null() {
+        match live::remove(p as u64) {
+            Some(e) => {
+                size = e.size;
+                on_release(st, &e, t0);
+            }
+            None => st.unknown_frees += 1,
+        }
+    }
+    fwd(p);
+    h.keep_errno();
+    let st = h.st();
+    let s = &mut st.stats[AllocFn::Free as usize];
+    s.0 += 1;
+    s.1 += size;
+    s.2 += ticks().wrapping_sub(t0);
+    st.mem_ops += 1;
+}
+
+unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
+    let fwd = |p, size| match real::realloc() {
+        // SAFETY: the real realloc on a pointer of the real allocator.
+        Some(f) => unsafe { f(p, size) },
+        None => core::ptr::null_mut(),
+    };
+    if real::is_boot(p) {
+        // Move a boot block to the real heap.
+        let q = fwd_malloc(size);
+        if !q.is_null() {
+            // SAFETY: both blocks hold at least min(old, new) bytes.
+            unsafe { core::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, real::boot_size(p).min(size)) };
+        }
+        return q;
+    }
+    let Some(mut h) = enter() else {
+        unrecorded();
+        return fwd(p, size);
+    };
+    let t0 = ticks();
+    let old = if p.is_null() { None } else { live::remove(p as u64) };
+    let q = fwd(p, size);
+    let t1 = ticks();
+    h.keep_errno();
+    let st = h.st();
+    if q.is_null() && size != 0 && !p.is_null() {
+        // Failed: the old block is untouched and still alive.
+        if let Some(e) = old {
+            live::insert(e);
+        }
+        let s = &mut st.stats[AllocFn::Realloc as usize];
+        s.0 += 1;
+        s.2 += t1.wrapping_sub(t0);
+        st.mem_ops += 1;
+        return q;
+    }
+    let old_size = old.map_or(0, |e| e.size);
+    if let Some(e) = old {
+        on_release(st, &e, t0);
+    } else if !p.is_null() {
+        st.unknown_frees += 1;
+    }
+    if q.is_null() {
+        // realloc(p, 0) freed p.
+        let s = &mut st.stats[AllocFn::Realloc as usize];
+        s.0 += 1;
+        s.2 += t1.wrapping_sub(t0);
+        st.mem_ops += 1;
+        return q;
+    }
+    let id = on_alloc(st, AllocFn::Realloc, q, size, t0, t1.wrapping_sub(t0), fp);
+    let ps = st.stacks.get(id);
+    ps.realloc_count += 1;
+    ps.realloc_delta += size as i64 - old_size as i64;
+    if !p.is_null() {
+        st.jumps.add((old_size, size as u64), 1);
+    }
+    q
+}
+
+/// # Safety
+/// Called as C's realloc.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    let fp = frame_pointer();
+    // SAFETY: forwarded contract.
+    unsafe { realloc_impl(p, size, fp) }
+}
+
+/// # Safety
+/// Called as C's reallocarray.
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, m: usize) -> *mut c_void {
+    let fp = frame_pointer();
+    match n.checked_mul(m) {
+        // SAFETY: forwarded contract.
+        Some(size) => unsafe { realloc_impl(p, size, fp) },
+        None => {
+            // SAFETY: errno location is valid.
+            unsafe { *libc::__errno_location() = libc::ENOMEM };
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// Called as C's posix_memalign.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    let fp = frame_pointer();
+    let call = || match real::posix_memalign() {
+        // SAFETY: the real function with the caller's arguments.
+        Some(f) => unsafe { f(out, align, size) },
+        None => {
+            let p = real::boot_alloc(size, align);
+            // SAFETY: out is the caller's pointer.
+            unsafe { *out = p };
+            if p.is_null() { libc::ENOMEM } else { 0 }
+        }
+    };
+    let Some(mut h) = enter() else {
+        unrecorded();
+        return call();
+    };
+    let t0 = ticks();
+    let r = call();
+    h.keep_errno();
+    let dt = ticks().wrapping_sub(t0);
+    // SAFETY: on success the real function stored the block in *out.
+    let p = if r == 0 { unsafe { *out } } else { core::ptr::null_mut() };
+    on_alloc(h.st(), AllocFn::PosixMemalign, p, size, t0, dt, fp);
+    r
+}
+
+/// # Safety
+/// Called as C's aligned_alloc.
+#[no_mangle]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    let fp = frame_pointer();
+    let call = || match real::aligned_alloc() {
+        // SAFETY: the real function.
+        Some(f) => unsafe { f(align, size) },
+        None => real::boot_alloc(size, align),
+    };
+    alloc_hook!(fp, AllocFn::AlignedAlloc, size, call())
+}
+
+/// # Safety
+/// Called as C's memalign.
+#[no_mangle]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    let fp = frame_pointer();
+    let call = || match real::memalign() {
+        // SAFETY: the real function.
+        Some(f) => unsafe { f(align, size) },
+        None => real::boot_alloc(size, align),
+    };
+    alloc_hook!(fp, AllocFn::Memalign, size, call())
+}
+
+/// # Safety
+/// Called as C's valloc.
+#[no_mangle]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    let fp = frame_pointer();
+    let call = || match real::valloc() {
+        // SAFETY: the real function.
+        Some(f) => unsafe { f(size) },
+        None => real::boot_alloc(size, 4096),
+    };
+    alloc_hook!(fp, AllocFn::Valloc, size, call())
+}
+
+/// # Safety
+/// Called as C's pvalloc.
+#[no_mangle]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    let fp = frame_pointer();
+    let call = || match real::pvalloc() {
+        // SAFETY: the real function.
+        Some(f) => unsafe { f(size) },
+        None => real::boot_alloc((size + 4095) & !4095, 4096),
+    };
+    alloc_hook!(fp, AllocFn::Pvalloc, size, call())
+}
+
+// ---- mappings ----
+
+fn on_map(fp: u64, len: usize, unmap: bool) {
+    let Some(mut h) = enter() else { return };
+    let st = h.st();
+    let id = stack(st, fp);
+    let ps = st.stacks.get(id);
+    if unmap {
+        ps.munmap.add(len as u64);
+    } else {
+        ps.mmap.add(len as u64);
+    }
+}
+
+/// # Safety
+/// Called as C's mmap.
+#[no_mangle]
+pub unsafe extern "C" fn mmap(a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void {
+    let fp = frame_pointer();
+    let r = match real::mmap() {
+        // SAFETY: the real mmap with the caller's arguments.
+        Some(f) => unsafe { f(a, len, prot, flags, fd, off) },
+        // SAFETY: the raw system call, same arguments.
+        None => unsafe { libc::syscall(libc::SYS_mmap, a, len, prot, flags, fd, off) as *mut c_void },
+    };
+    if r != libc::MAP_FAILED {
+        on_map(fp, len, false);
+    }
+    r
+}
+
+/// # Safety
+/// Called as C's mmap64 (the same function on 64-bit Linux).
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void {
+    let fp = frame_pointer();
+    let r = match real::mmap() {
+        // SAFETY: as in mmap.
+        Some(f) => unsafe { f(a, len, prot, flags, fd, off) },
+        // SAFETY: as in mmap.
+        None => unsafe { libc::syscall(libc::SYS_mmap, a, len, prot, flags, fd, off) as *mut c_void },
+    };
+    if r != libc::MAP_FAILED {
+        on_map(fp, len, false);
+    }
+    r
+}
+
+/// # Safety
+/// Called as C's munmap.
+#[no_mangle]
+pub unsafe extern "C" fn munmap(a: *mut c_void, len: usize) -> c_int {
+    let fp = frame_pointer();
+    let r = match real::munmap() {
+        // SAFETY: the real munmap.
+        Some(f) => unsafe { f(a, len) },
+        // SAFETY: the raw system call.
+        None => unsafe { libc::syscall(libc::SYS_munmap, a, len) as c_int },
+    };
+    if r == 0 {
+        on_map(fp, len, true);
+    }
+    r
+}
+
+/// # Safety
+/// Called as C's mremap (variadic in C; the optional fifth argument is
+/// passed in a register either way on x86-64).
+#[no_mangle]
+pub unsafe extern "C" fn mremap(a: *mut c_void, old: usize, new: usize, flags: c_int, new_addr: *mut c_void) -> *mut c_void {
+    let fp = frame_pointer();
+    let r = match real::mremap() {
+        // SAFETY: the real mremap.
+        Some(f) => unsafe { f(a, old, new, flags, new_addr) },
+        None => libc::MAP_FAILED,
+    };
+    if r != libc::MAP_FAILED {
+        on_map(fp, old, true);
+        on_map(fp, new, false);
+    }
+    r
+}
+
+// ---- modules ----
+
+/// # Safety
+/// Called as dlopen.
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(name: *const c_char, flags: c_int) -> *mut c_void {
+    let h = match real::dlopen() {
+        // SAFETY: the real dlopen.
+        Some(f) => unsafe { f(name, flags) },
+        None => core::ptr::null_mut(),
+    };
+    after_module_change();
+    h
+}
+
+/// # Safety
+/// Called as dlclose.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(h: *mut c_void) -> c_int {
+    let r = match real::dlclose() {
+        // SAFETY: the real dlclose.
+        Some(f) => unsafe { f(h) },
+        None => -1,
+    };
+    after_module_change();
+    r
+}
+
+fn after_module_change() {
+    if config_dwarf() {
+        if let Some(_h) = enter() {
+            // SAFETY: errno preserved by the guard.
+            modules::refresh(false);
+        }
+    }
+}
+
+fn config_dwarf() -> bool {
+    state::ready() && crate::config::get().stack_mode == StackMode::Dwarf
+}
+
+// ---- exits ----
+
+/// # Safety
+/// Called as _exit: writes the profile first, as exit() would have.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(code: c_int) -> ! {
+    dump::write("_exit");
+    match real::exit_() {
+        // SAFETY: the real _exit.
+        Some(f) => unsafe { f(code) },
+        // SAFETY: the raw system call never returns.
+        None => unsafe {
+            libc::syscall(libc::SYS_exit_group, code);
+            core::hint::unreachable_unchecked()
+        },
+    }
+}
+
+/// # Safety
+/// Called as _Exit.
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(code: c_int) -> ! {
+    dump::write("_Exit");
+    match real::exit2() {
+        // SAFETY: the real _Exit.
+        Some(f) => unsafe { f(code) },
+        // SAFETY: the raw system call never returns.
+        None => unsafe {
+            libc::syscall(libc::SYS_exit_group, code);
+            core::hint::unreachable_unchecked()
+        },
+    }
+}
+
+// ---- signals: our fatal-signal handlers stay invisible to the program ----
+
+/// # Safety
+/// Called as sigaction.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+    let Some(f) = real::sigaction() else {
+        // SAFETY: errno location is valid.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+        return -1;
+    };
+    if crate::signals::ours(sig) {
+        if !act.is_null() {
+            // SAFETY: the real sigaction with the caller's new action.
+            let r = unsafe { f(sig, act, core::ptr::null_mut()) };
+            if r != 0 {
+                return r;
+            }
+            crate::signals::forget(sig);
+        }
+        if !old.is_null() {
+            // The program never set a handler: it sees the default one.
+            // SAFETY: old is the caller's writable struct.
+            unsafe {
+                core::ptr::write_bytes(old, 0, 1);
+                (*old).sa_sigaction = libc::SIG_DFL;
+            }
+        }
+        return 0;
+    }
+    // SAFETY: the real sigaction with the caller's arguments.
+    unsafe { f(sig, act, old) }
+}
+
+/// # Safety
+/// Called as signal.
+#[no_mangle]
+pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    let Some(f) = real::signal() else { return libc::SIG_ERR };
+    // SAFETY: the real signal.
+    let prev = unsafe { f(sig, handler) };
+    if prev != libc::SIG_ERR && crate::signals::ours(sig) {
+        crate::signals::forget(sig);
+        return libc::SIG_DFL;
+    }
+    prev
+}

@@ -1,0 +1,82 @@
+//! The recorder's life: not started, starting, recording, off (a child
+//! that is not followed), finished (the profile was written).
+
+use crate::{config, fork, modules, real, signals, stacks, thread};
+use core::sync::atomic::{AtomicU8, Ordering};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum State {
+    Uninit = 0,
+    Starting = 1,
+    Recording = 2,
+    Off = 3,
+    Finished = 4,
+}
+
+static STATE: AtomicU8 = AtomicU8::new(State::Uninit as u8);
+pub static START_TICKS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+pub static START_NS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+pub fn get() -> State {
+    match STATE.load(Ordering::Acquire) {
+        0 => State::Uninit,
+        1 => State::Starting,
+        2 => State::Recording,
+        3 => State::Off,
+        _ => State::Finished,
+    }
+}
+
+pub fn set(s: State) {
+    STATE.store(s as u8, Ordering::Release);
+}
+
+/// Whether events are recorded now; starts the recorder on first use.
+#[inline(always)]
+pub fn ready() -> bool {
+    if STATE.load(Ordering::Relaxed) == State::Recording as u8 {
+        return true;
+    }
+    start()
+}
+
+#[cold]
+fn start() -> bool {
+    if STATE
+        .compare_exchange(State::Uninit as u8, State::Starting as u8, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        // Another thread is starting: wait for it (the starting thread's own
+        // nested calls never get here, they are stopped by the in-hook flag).
+        while get() == State::Starting {
+            core::hint::spin_loop();
+        }
+        return get() == State::Recording;
+    }
+    let tls = thread::TLS.with(|t| t as *const thread::Tls);
+    // SAFETY: this thread's TLS block.
+    let t = unsafe { &*tls };
+    let was = t.in_hook.replace(true);
+    real::resolve();
+    config::load();
+    let cfg = config::get();
+    // SAFETY: no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    let _ = pid;
+    let on = cfg.follow || cfg.parent == 0 || ppid == cfg.parent;
+    START_TICKS.store(crate::hooks::ticks(), Ordering::Relaxed);
+    START_NS.store(crate::dump::now_ns(), Ordering::Relaxed);
+    if on {
+        stacks::init();
+        thread::init_key();
+        if cfg.stack_mode == memtrail_wire::StackMode::Dwarf {
+            modules::refresh(true);
+        }
+        fork::install();
+        signals::install();
+    }
+    t.in_hook.set(was);
+    set(if on { State::Recording } else { State::Off });
+    on
+}

@@ -1,0 +1,282 @@
+//! Stack capture with reuse of the unchanged outer part of the previous stack.
+//!
+//! Each thread keeps the last stack it captured as a *record*, root first,
+//! with for every frame the register state (return address, sp, bp) from
+//! which that frame was unwound and every stack word the unwinder read to
+//! reach its caller. A new capture unwinds from the leaf (framehop for DWARF
+//! CFI, or the frame-pointer chain) until a frame's state equals a state in
+//! the record. From there on, unwinding is a function of that state and of
+//! the stack words it reads; so if every word read for the rest of the
+//! record still holds the value it held, the rest of the stack is the same
+//! and is reused. Otherwise unwinding simply goes on. A reused stack is
+//! therefore never stale: the check covers everything the unwinder looked at.
+//!
+//! All reads are bounded to the thread's stack; a frame whose state cannot be
+//! read ends the walk. Signal frames (glibc's `__restore_rt`) are crossed by
+//! reading the saved registers from the kernel's `ucontext`.
+
+use crate::modules::{self, Fh};
+use crate::stacks::{self, StackId, HASH_SEED};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
+use framehop::{FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
+
+/// Set on a frame that holds an interrupted instruction pointer plus one
+/// (the frame after a signal frame), rather than a return address.
+const IP_FRAME: u8 = 1;
+
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct State {
+    ra: u64,
+    sp: u64,
+    bp: u64,
+    flags: u8,
+}
+
+pub struct Unwind {
+    max_depth: usize,
+    dwarf: bool,
+    // The record, root first.
+    rec: Vec<State>,
+    rec_hash: Vec<u64>,
+    rec_rd: Vec<u32>, // reads of frame i are reads[rec_rd[i]..rec_rd[i+1]]
+    reads: Vec<(u64, u64)>,
+    rec_valid: bool,
+    rec_id: StackId,
+    // Scratch for the new leaf frames, leaf first.
+    tmp: Vec<State>,
+    tmp_rd: Vec<u32>,
+    tmp_reads: Vec<(u64, u64)>,
+    cache: alloc::boxed::Box<CacheX86_64<MustNotAllocateDuringUnwind>>,
+    ids: Vec<(u64, StackId)>,
+    pub stack_lo: u64,
+    pub stack_hi: u64,
+}
+
+const ID_CACHE: usize = 512;
+const MAX_READS_PER_FRAME: usize = 8;
+
+pub struct Capture {
+    pub id: StackId,
+    pub truncated: bool,
+}
+
+impl Unwind {
+    pub fn new(max_depth: usize, dwarf: bool, stack_lo: u64, stack_hi: u64) -> Self {
+        Unwind {
+            max_depth,
+            dwarf,
+            rec: Vec::with_capacity(max_depth + 1),
+            rec_hash: Vec::with_capacity(max_depth + 1),
+            rec_rd: Vec::with_capacity(max_depth + 2),
+            reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
+            rec_valid: false,
+            rec_id: 0,
+            tmp: Vec::with_capacity(max_depth + 1),
+            tmp_rd: Vec::with_capacity(max_depth + 2),
+            tmp_reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
+            cache: alloc::boxed::Box::new(CacheX86_64::new_in()),
+            ids: vec![(0, 0); ID_CACHE],
+            stack_lo,
+            stack_hi,
+        }
+    }
+
+    /// Captures the stack of the caller of the hook whose frame pointer is
+    /// `hook_fp`. Returns None if memory for the stack table ran out.
+    #[inline]
+    pub fn capture(&mut self, hook_fp: u64) -> Option<Capture> {
+        let (lo, hi) = (hook_fp, self.stack_hi);
+        if hook_fp < self.stack_lo || hook_fp + 16 > hi {
+            // Not on this thread's stack (an alternate signal stack): keep
+            // only the immediate caller, which is read from our own frame.
+            // SAFETY: hook_fp is our own hook's frame pointer.
+            let ra = unsafe { *((hook_fp + 8) as *const u64) };
+            self.rec_valid = false;
+            let frames = [ra];
+            let h = stacks::hash_frames(&frames);
+            return stacks::intern(h, 1, &|f: &[u64]| f == frames, |d| d.copy_from_slice(&frames))
+                .map(|id| Capture { id, truncated: false });
+        }
+        // SAFETY: hook_fp is our own frame pointer: [fp] is the caller's bp,
+        // [fp+8] the return address into the caller.
+        let first = unsafe {
+            State { ra: *((hook_fp + 8) as *const u64), sp: hook_fp + 16, bp: *(hook_fp as *const u64), flags: 0 }
+        };
+        self.tmp.clear();
+        self.tmp_rd.clear();
+        self.tmp_reads.clear();
+        let unwinder = if self.dwarf {
+            let p = modules::UNWINDER.load(Ordering::Acquire);
+            // SAFETY: published unwinders are never freed.
+            (!p.is_null()).then(|| unsafe { &*p })
+        } else {
+            None
+        };
+        let mut cursor = self.rec.len(); // record frames at >= cursor have sp < current
+        let mut st = first;
+        let mut matched: Option<usize> = None;
+        let mut truncated = false;
+        let mut refreshed = false;
+        loop {
+            // Does this state continue as the record did?
+            if self.rec_valid {
+                while cursor > 0 && self.rec[cursor - 1].sp < st.sp {
+                    cursor -= 1;
+                }
+                if cursor > 0 && self.rec[cursor - 1] == st && self.reads_unchanged(cursor - 1, lo, hi) {
+                    matched = Some(cursor - 1);
+                    break;
+                }
+            }
+            if self.tmp.len() == self.max_depth {
+                truncated = true;
+                break;
+            }
+            self.tmp.push(st);
+            self.tmp_rd.push(self.tmp_reads.len() as u32);
+            match self.step(st, unwinder, lo, hi) {
+                Some(next) => st = next,
+                None => {
+                    // An address outside every known module may belong to a
+                    // library loaded behind our back: refresh once and retry.
+                    if self.dwarf && !refreshed && !self.tmp.is_empty() {
+                        refreshed = true;
+                        let before = modules::UNWINDER.load(Ordering::Acquire);
+                        modules::refresh(false);
+                        let after = modules::UNWINDER.load(Ordering::Acquire);
+                        if after != before {
+                            // SAFETY: as above.
+                            let u = unsafe { &*after };
+                            let r = self.tmp_rd.pop().unwrap();
+                            self.tmp_reads.truncate(r as usize);
+                            self.tmp.pop();
+                            // Retry this frame with the new module list.
+                            self.tmp.push(st);
+                            self.tmp_rd.push(self.tmp_reads.len() as u32);
+                            if let Some(next) = self.step(st, Some(u), lo, hi) {
+                                st = next;
+                                continue;
+                            }
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        self.tmp_rd.push(self.tmp_reads.len() as u32);
+        let unchanged = matched == Some(self.rec.len().wrapping_sub(1)) && self.tmp.is_empty();
+        if unchanged {
+            return Some(Capture { id: self.rec_id, truncated: false });
+        }
+        // Build the new record: kept outer part + new frames, root first.
+        let keep = matched.map_or(0, |p| p + 1);
+        let keep_reads = if keep == 0 { 0 } else { self.rec_rd[keep] as usize };
+        self.rec.truncate(keep);
+        self.rec_hash.truncate(keep);
+        self.rec_rd.truncate(keep);
+        self.reads.truncate(keep_reads);
+        let mut h = if keep == 0 { HASH_SEED } else { self.rec_hash[keep - 1] };
+        for j in (0..self.tmp.len()).rev() {
+            let s = self.tmp[j];
+            self.rec_rd.push(self.reads.len() as u32);
+            let (a, b) = (self.tmp_rd[j] as usize, self.tmp_rd[j + 1] as usize);
+            self.reads.extend_from_slice(&self.tmp_reads[a..b]);
+            h = stacks::mix(h, s.ra);
+            self.rec.push(s);
+            self.rec_hash.push(h);
+        }
+        self.rec_rd.push(self.reads.len() as u32);
+        // A truncated stack has no root; it cannot be continued next time.
+        self.rec_valid = !truncated;
+        let n = self.rec.len();
+        let rec = &self.rec;
+        let eq = |f: &[u64]| f.len() == n && f.iter().zip(rec.iter().rev()).all(|(a, s)| *a == s.ra);
+        let slot = (h as usize) % ID_CACHE;
+        let id = if self.ids[slot].0 == h && eq(stacks::frames(stacks::entry(self.ids[slot].1))) {
+            self.ids[slot].1
+        } else {
+            let id = stacks::intern(h, n, &eq, |dst| {
+                for (d, s) in dst.iter_mut().zip(rec.iter().rev()) {
+                    *d = s.ra;
+                }
+            })?;
+            self.ids[slot] = (h, id);
+            id
+        };
+        self.rec_id = id;
+        Some(Capture { id, truncated })
+    }
+
+    /// Whether every stack word read while unwinding record frames 0..=p
+    /// still holds the value that was read.
+    #[inline]
+    fn reads_unchanged(&self, p: usize, lo: u64, hi: u64) -> bool {
+        let end = self.rec_rd[p + 1] as usize;
+        self.reads[..end].iter().all(|&(a, v)| {
+            // SAFETY: bounded to the thread's stack above our own frame.
+            a >= lo && a + 8 <= hi && unsafe { *(a as *const u64) } == v
+        })
+    }
+
+    /// Unwinds one frame; logs every stack word read into tmp_reads.
+    #[inline]
+    fn step(&mut self, st: State, unwinder: Option<&Fh>, lo: u64, hi: u64) -> Option<State> {
+        let reads = &mut self.tmp_reads;
+        let mut read = |a: u64| -> Result<u64, ()> {
+            if a < lo || a + 8 > hi || a % 8 != 0 || reads.len() >= reads.capacity() {
+                return Err(());
+            }
+            // SAFETY: inside this thread's stack, above the hook's frame.
+            let v = unsafe { *(a as *const u64) };
+            reads.push((a, v));
+            Ok(v)
+        };
+        let Some(u) = unwinder else {
+            // Frame pointers: [bp] is the caller's bp, [bp+8] its return address.
+            let bp = st.bp;
+            if bp < st.sp {
+                return None;
+            }
+            let ra = read(bp + 8).ok()?;
+            let nbp = read(bp).ok()?;
+            if ra == 0 {
+                return None;
+            }
+            return Some(State { ra, sp: bp + 16, bp: nbp, flags: 0 });
+        };
+        if st.flags & IP_FRAME == 0 && is_sigreturn(st.ra) {
+            // The kernel's signal frame: a ucontext sits at sp; its
+            // mcontext's gregs start at offset 40 (REG_RBP 10, REG_RSP 15, REG_RIP 16).
+            let g = st.sp + 40;
+            let bp = read(g + 10 * 8).ok()?;
+            let sp = read(g + 15 * 8).ok()?;
+            let ip = read(g + 16 * 8).ok()?;
+            return Some(State { ra: ip.wrapping_add(1), sp, bp, flags: IP_FRAME });
+        }
+        let mut regs = UnwindRegsX86_64::new(st.ra, st.sp, st.bp);
+        let addr = if st.flags & IP_FRAME != 0 {
+            FrameAddress::from_instruction_pointer(st.ra - 1)
+        } else {
+            FrameAddress::from_return_address(st.ra)?
+        };
+        match u.unwind_frame(addr, &mut regs, &mut self.cache, &mut read) {
+            Ok(Some(ra)) if ra != 0 => Some(State { ra, sp: regs.sp(), bp: regs.bp(), flags: 0 }),
+            _ => None,
+        }
+    }
+}
+
+/// glibc's x86-64 `__restore_rt`: `mov $15, %rax; syscall`.
+#[inline]
+fn is_sigreturn(ra: u64) -> bool {
+    let lo = modules::LIBC_LO.load(Ordering::Relaxed);
+    if ra < lo || ra + 9 > modules::LIBC_HI.load(Ordering::Relaxed) {
+        return false;
+    }
+    // SAFETY: inside libc's mapped executable segment.
+    let code = unsafe { core::slice::from_raw_parts(ra as *const u8, 9) };
+    code == [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]
+}

@@ -1,0 +1,298 @@
+//! Reading a dump back, in the CLI process.
+
+use crate::*;
+use std::fmt;
+
+/// Everything a dump holds, decoded.
+#[derive(Clone, Debug, Default)]
+pub struct Dump {
+    pub version: u64,
+    pub pid: u32,
+    pub ppid: u32,
+    pub stack_mode: Option<StackMode>,
+    pub max_depth: u32,
+    pub sample_every: u64,
+    pub ticks_per_second: u64,
+    pub start_ticks: u64,
+    pub end_ticks: u64,
+    pub start_unix_ns: u64,
+    pub exe: String,
+    pub cmdline: Vec<String>,
+    pub modules: Vec<ModuleRec>,
+    pub maps: String,
+    pub stacks: Vec<StackRec>,
+    pub threads: Vec<ThreadRec>,
+    pub sizes: Vec<(u64, u64)>,
+    pub realloc_jumps: Vec<(u64, u64, u64)>,
+    pub leaks: Vec<LeakRec>,
+    pub globals: Globals,
+    pub timeline: Vec<(u64, u64)>,
+}
+
+/// One executable mapping of a module the process had loaded at some point.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModuleRec {
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    pub path: String,
+    pub build_id: Vec<u8>,
+}
+
+/// A distinct stack with its counters.
+#[derive(Clone, Debug, Default)]
+pub struct StackRec {
+    pub id: u64,
+    /// Return addresses, leaf first (the first is the return address into the
+    /// function that called the allocator).
+    pub frames: Vec<u64>,
+    pub counters: StackCounters,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ThreadRec {
+    pub number: u64,
+    pub mem_ops: u64,
+    /// (count, sum, ticks) per [`AllocFn`].
+    pub stats: [(u64, u64, u64); AllocFn::COUNT],
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct LeakRec {
+    pub stack: u64,
+    pub count: u64,
+    pub bytes: u64,
+}
+
+/// Why a dump could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    NotADump,
+    Truncated,
+    UnsupportedVersion(u64),
+    BadRecord { tag: u8, offset: usize },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::NotADump => write!(f, "not a memtrail dump"),
+            DecodeError::Truncated => write!(f, "dump is truncated (the process died while writing it)"),
+            DecodeError::UnsupportedVersion(v) => write!(f, "dump format version {v} is not supported (expected {VERSION})"),
+            DecodeError::BadRecord { tag, offset } => write!(f, "bad record (tag {tag}) at byte {offset}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let b = *self.buf.get(self.pos).ok_or(DecodeError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+    fn u(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            if shift < 64 {
+                v |= ((b & 0x7f) as u64) << shift;
+            }
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::BadRecord { tag: 0, offset: self.pos })
+    }
+    fn i(&mut self) -> Result<i64, DecodeError> {
+        let z = self.u()?;
+        Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u()? as usize;
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
+        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+    fn string(&mut self) -> Result<String, DecodeError> {
+        Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
+    }
+    fn mms(&mut self) -> Result<MinMaxSum, DecodeError> {
+        Ok(MinMaxSum { count: self.u()?, min: self.u()?, max: self.u()?, sum: self.u()? })
+    }
+}
+
+/// Decodes a whole dump.
+pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
+    if buf.len() < MAGIC.len() {
+        return Err(if MAGIC.starts_with(buf) { DecodeError::Truncated } else { DecodeError::NotADump });
+    }
+    if &buf[..MAGIC.len()] != MAGIC {
+        return Err(DecodeError::NotADump);
+    }
+    let mut r = Reader { buf, pos: MAGIC.len() };
+    let mut d = Dump::default();
+    let mut seen_header = false;
+    loop {
+        let at = r.pos;
+        let t = r.byte()?;
+        let tag = Tag::from_u8(t).ok_or(DecodeError::BadRecord { tag: t, offset: at })?;
+        match tag {
+            Tag::Header => {
+                d.version = r.u()?;
+                if d.version != VERSION {
+                    return Err(DecodeError::UnsupportedVersion(d.version));
+                }
+                d.pid = r.u()? as u32;
+                d.ppid = r.u()? as u32;
+                d.stack_mode = StackMode::from_u8(r.u()? as u8);
+                d.max_depth = r.u()? as u32;
+                d.sample_every = r.u()?;
+                d.ticks_per_second = r.u()?;
+                d.start_ticks = r.u()?;
+                d.end_ticks = r.u()?;
+                d.start_unix_ns = r.u()?;
+                d.exe = r.string()?;
+                let cmd = r.bytes()?;
+                d.cmdline = cmd
+                    .split(|&b| b == 0)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect();
+                seen_header = true;
+            }
+            Tag::Module => d.modules.push(ModuleRec {
+                start: r.u()?,
+                end: r.u()?,
+                file_offset: r.u()?,
+                path: r.string()?,
+                build_id: r.bytes()?.to_vec(),
+            }),
+            Tag::Maps => d.maps = r.string()?,
+            Tag::Stack => {
+                let id = r.u()?;
+                let n = r.u()? as usize;
+                let mut frames = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    frames.push(r.u()?);
+                }
+                d.stacks.push(StackRec { id, frames, counters: StackCounters::default() });
+            }
+            Tag::StackStats => {
+                let id = r.u()?;
+                let c = StackCounters {
+                    alloc: r.mms()?,
+                    free: r.mms()?,
+                    lifetime: r.mms()?,
+                    mmap: r.mms()?,
+                    munmap: r.mms()?,
+                    zeros: r.u()?,
+                    realloc_count: r.u()?,
+                    realloc_delta: r.i()?,
+                    alive: r.i()?,
+                    max_alive: r.u()?,
+                    at_peak: r.i()?,
+                };
+                // Stats follow their stack record; find it from the end.
+                match d.stacks.iter_mut().rev().find(|s| s.id == id) {
+                    Some(s) => s.counters = c,
+                    None => return Err(DecodeError::BadRecord { tag: t, offset: at }),
+                }
+            }
+            Tag::Thread => {
+                let mut th = ThreadRec { number: r.u()?, mem_ops: r.u()?, ..Default::default() };
+                for s in th.stats.iter_mut() {
+                    *s = (r.u()?, r.u()?, r.u()?);
+                }
+                d.threads.push(th);
+            }
+            Tag::Size => d.sizes.push((r.u()?, r.u()?)),
+            Tag::ReallocJump => d.realloc_jumps.push((r.u()?, r.u()?, r.u()?)),
+            Tag::Leak => d.leaks.push(LeakRec { stack: r.u()?, count: r.u()?, bytes: r.u()? }),
+            Tag::Globals => {
+                d.globals = Globals {
+                    peak_requested: r.u()?,
+                    peak_ticks: r.u()?,
+                    alive_requested: r.u()?,
+                    internal_memory: r.u()?,
+                    max_threads: r.u()?,
+                    truncated_stacks: r.u()?,
+                    unrecorded_events: r.u()?,
+                    unknown_frees: r.u()?,
+                    dropped_histogram_entries: r.u()?,
+                }
+            }
+            Tag::TimePoint => d.timeline.push((r.u()?, r.u()?)),
+            Tag::End => {
+                if !seen_header {
+                    return Err(DecodeError::NotADump);
+                }
+                return Ok(d);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct VecSink(Vec<u8>);
+    impl Sink for VecSink {
+        fn put(&mut self, b: &[u8]) {
+            self.0.extend_from_slice(b);
+        }
+    }
+
+    fn sample() -> Vec<u8> {
+        let mut e = Encoder::new(VecSink(Vec::new()));
+        e.tag(Tag::Header);
+        for v in [VERSION, 42, 1, 2, 128, 0, 1000, 5, 9, 77] {
+            e.u(v);
+        }
+        e.bytes(b"/bin/prog");
+        e.bytes(b"prog\0-x\0");
+        e.tag(Tag::Stack);
+        e.u(3);
+        e.u(2);
+        e.u(0x401000);
+        e.u(u64::MAX);
+        let mut c = StackCounters::default();
+        c.alloc.add(10);
+        c.realloc_delta = -5;
+        c.alive = -7;
+        e.stack_counters(3, &c);
+        e.globals(&Globals { peak_requested: 10, ..Default::default() });
+        e.tag(Tag::End);
+        e.sink.0
+    }
+
+    #[test]
+    fn round_trip() {
+        let d = decode(&sample()).unwrap();
+        assert_eq!(d.pid, 42);
+        assert_eq!(d.stack_mode, Some(StackMode::Dwarf));
+        assert_eq!(d.cmdline, vec!["prog", "-x"]);
+        assert_eq!(d.stacks[0].frames, vec![0x401000, u64::MAX]);
+        assert_eq!(d.stacks[0].counters.realloc_delta, -5);
+        assert_eq!(d.stacks[0].counters.alive, -7);
+        assert_eq!(d.stacks[0].counters.alloc.sum, 10);
+        assert_eq!(d.globals.peak_requested, 10);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let full = sample();
+        for n in 0..full.len() {
+            assert!(decode(&full[..n]).is_err(), "prefix of {n} bytes accepted");
+        }
+        assert_eq!(decode(b"{\"json\": 1}").unwrap_err(), DecodeError::NotADump);
+    }
+}

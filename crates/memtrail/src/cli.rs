@@ -1,0 +1,97 @@
+//! Command-line parsing into plain option structs, and dispatch.
+
+use crate::run::{self, RunOptions};
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "memtrail", version, about = "Memory profiler for native Linux programs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum StackArg {
+    /// DWARF CFI unwinding: right on code built without frame pointers.
+    Dwarf,
+    /// Frame-pointer walk: fast, right only on code built with frame pointers.
+    Fp,
+    /// No stacks: counts, sizes and live blocks only.
+    None,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a program under the recorder and write its profile.
+    Run {
+        /// Where to write the profile (default: memtrail-<exe>-<pid>.json).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// How to capture stacks.
+        #[arg(long, value_enum, default_value = "dwarf")]
+        stack: StackArg,
+        /// Deepest stack recorded; deeper stacks keep their innermost frames.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        max_depth: u32,
+        /// Do not profile child processes (forks and the programs they run).
+        #[arg(long)]
+        no_follow: bool,
+        /// Number of rows in each table of the summary.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Print no summary.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+        program: Vec<OsString>,
+    },
+    /// Print the summary of a profile.
+    Report {
+        file: PathBuf,
+        /// Number of rows in each table.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
+}
+
+/// Parses the process's arguments and runs the command; returns the exit code.
+pub fn main() -> Result<u8> {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // clap prints help/version to stdout (exit 0) and errors to stderr (exit 2).
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return Ok(code);
+        }
+    };
+    match cli.command {
+        Command::Run { output, stack, max_depth, no_follow, top, quiet, program } => {
+            let mut it = program.into_iter();
+            let program = it.next().expect("clap requires a program");
+            run::run(&RunOptions {
+                program,
+                args: it.collect(),
+                output,
+                stack,
+                max_depth,
+                follow: !no_follow,
+                top,
+                quiet,
+            })
+        }
+        Command::Report { file, top } => {
+            let profile = memtrail_profile::Profile::from_path(&file)?;
+            let summary = memtrail_analysis::summary::Summary::from_profile(
+                &profile,
+                &memtrail_analysis::summary::SummaryOptions { top },
+            );
+            print!("{summary}");
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! From a raw dump (addresses and counters) to a profile (MALT 1.6 JSON with
+//! memtrail's key): symbolize, drop allocator-wrapper frames, fill MALT's
+//! sections.
+
+use memtrail_profile as mp;
+use memtrail_profile::{Addr, InstrEntry, MapEntry, Profile, StackInfos, StackStat, StringTable};
+use memtrail_symbols::{MappedModule, Resolved};
+use memtrail_wire::{AllocFn, Dump, StackCounters};
+use std::collections::HashMap;
+
+/// What the CLI knows about the process that the dump does not.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessEnd {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// Functions that only wrap the allocator: leading frames in them are not
+/// part of the recorded call site (the call site is their caller).
+fn is_wrapper(function: &str) -> bool {
+    function.starts_with("operator new")
+        || function.starts_with("operator delete")
+        || function == "__libc_malloc"
+        || function == "__libc_calloc"
+}
+
+fn mms(m: &memtrail_wire::MinMaxSum) -> mp::MinMaxSum {
+    mp::MinMaxSum { count: m.count, min: m.min, max: m.max, sum: m.sum }
+}
+
+fn merge_counters(a: &mut StackCounters, b: &StackCounters) {
+    a.alloc.merge(&b.alloc);
+    a.free.merge(&b.free);
+    a.lifetime.merge(&b.lifetime);
+    a.mmap.merge(&b.mmap);
+    a.munmap.merge(&b.munmap);
+    a.zeros += b.zeros;
+    a.realloc_count += b.realloc_count;
+    a.realloc_delta += b.realloc_delta;
+    a.alive += b.alive;
+    a.at_peak += b.at_peak;
+    // Two stacks that became one: their maxima did not necessarily coincide.
+    a.max_alive = a.max_alive.max(b.max_alive);
+}
+
+fn parse_maps(text: &str) -> Vec<MapEntry> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let range = it.next()?;
+            let _perms = it.next()?;
+            let offset = u64::from_str_radix(it.next()?, 16).ok()?;
+            let _dev = it.next()?;
+            let _inode = it.next()?;
+            let file = it.collect::<Vec<_>>().join(" ");
+            let (lo, hi) = range.split_once('-')?;
+            Some(MapEntry {
+                lower: Addr::native(u64::from_str_radix(lo, 16).ok()?),
+                upper: Addr::native(u64::from_str_radix(hi, 16).ok()?),
+                offset: Addr::native(offset),
+                aslr_offset: u64::MAX,
+                file,
+            })
+        })
+        .collect()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_owned()).unwrap_or_default()
+}
+
+fn meminfo(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Builds the profile of one dumped process.
+pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
+    let modules: Vec<MappedModule> = d
+        .modules
+        .iter()
+        .map(|m| MappedModule {
+            path: m.path.clone().into(),
+            start: m.start,
+            end: m.end,
+            file_offset: m.file_offset,
+            build_id: (!m.build_id.is_empty()).then(|| m.build_id.clone()),
+        })
+        .collect();
+
+    // Every distinct lookup address (return address minus one).
+    let mut addrs: Vec<u64> = d.stacks.iter().flat_map(|s| s.frames.iter().map(|f| f.wrapping_sub(1))).collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    let resolved: HashMap<u64, Resolved> = addrs
+        .iter()
+        .copied()
+        .zip(memtrail_symbols::symbolize(&modules, &addrs))
+        .filter_map(|(a, r)| r.map(|r| (a, r)))
+        .collect();
+    let outer_fn = |a: u64| -> Option<&str> { resolved.get(&a)?.frames.last()?.function.as_deref() };
+
+    // Drop allocator-wrapper frames at the leaf, then merge stacks that became equal.
+    let mut merged: Vec<(Vec<u64>, StackCounters, u64)> = Vec::new();
+    let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
+    let mut id_map: HashMap<u64, usize> = HashMap::new();
+    for s in &d.stacks {
+        let lookups: Vec<u64> = s.frames.iter().map(|f| f.wrapping_sub(1)).collect();
+        let skip = lookups.iter().take_while(|&&a| outer_fn(a).is_some_and(is_wrapper)).count();
+        // Keep at least one frame when the whole stack is wrappers.
+        let skip = skip.min(lookups.len().saturating_sub(1));
+        let key = lookups[skip..].to_vec();
+        let at = *index.entry(key.clone()).or_insert_with(|| {
+            merged.push((key, StackCounters::default(), s.id));
+            merged.len() - 1
+        });
+        merge_counters(&mut merged[at].1, &s.counters);
+        id_map.insert(s.id, at);
+    }
+
+    // Sites: interned strings, one instr entry per address still used.
+    let mut strings = StringTable::new();
+    let mut instr = indexmap::IndexMap::new();
+    let mut inlined = indexmap::IndexMap::new();
+    let mut used: Vec<u64> = merged.iter().flat_map(|m| m.0.iter().copied()).collect();
+    used.sort_unstable();
+    used.dedup();
+    for a in &used {
+        let Some(r) = resolved.get(a) else { continue };
+        let binary = strings.intern(&r.binary.to_string_lossy());
+        let inner = &r.frames[0];
+        instr.insert(
+            Addr::native(*a),
+            InstrEntry {
+                file: inner.file.as_deref().map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
+                function: inner.function.as_deref().map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
+                line: inner.line,
+                binary,
+            },
+        );
+        if r.frames.len() > 1 {
+            let outer: Vec<mp::InlineFrame> = r.frames[1..]
+                .iter()
+                .map(|f| mp::InlineFrame {
+                    function: f.function.as_deref().map_or(mp::StringId::UNKNOWN, |s| strings.intern(s)),
+                    file: f.file.as_deref().map_or(mp::StringId::UNKNOWN, |s| strings.intern(s)),
+                    line: f.line,
+                })
+                .collect();
+            inlined.insert(Addr::native(*a), outer);
+        }
+    }
+
+    let exe_base = d.exe.rsplit('/').next().unwrap_or(&d.exe).to_owned();
+    let mut run = mp::Run::new(format!("memtrail-{}", env!("CARGO_PKG_VERSION")), exe_base, d.cmdline.join(" "));
+    run.date = crate::date::format_utc(d.start_unix_ns / 1_000_000_000);
+    run.runtime = d.end_ticks.saturating_sub(d.start_ticks);
+    run.allocator = d.modules.iter().find(|m| m.path.contains("/libc.so")).map(|m| m.path.clone()).unwrap_or_default();
+    run.hostname = hostname();
+    let mut p = Profile::new(run);
+
+    let mode = d.stack_mode.map_or("dwarf", |m| m.name());
+    p.config.set("stack", "enabled", mode != "none");
+    p.config.set("stack", "mode", mode);
+    p.config.set("stack", "maxDepth", d.max_depth);
+    p.config.set("output", "name", "memtrail");
+
+    for (key, c, id) in &merged {
+        let infos = StackInfos {
+            count_zeros: c.zeros as i64,
+            max_alive_req: c.max_alive as i64,
+            alive_req: c.alive,
+            alloc: mms(&c.alloc),
+            free: mms(&c.free),
+            mmap: mms(&c.mmap),
+            munmap: mms(&c.munmap),
+            lifetime: mms(&c.lifetime),
+            global_peak: c.at_peak,
+            realloc_count: c.realloc_count,
+            realloc_sum_delta: c.realloc_delta,
+        };
+        p.stacks.push(StackStat::new(format!("0x{id:x}"), key.iter().map(|&a| Addr::native(a)).collect(), infos));
+    }
+
+    for l in &d.leaks {
+        let Some(&at) = id_map.get(&l.stack) else { continue };
+        let stack: Vec<Addr> = merged[at].0.iter().map(|&a| Addr::native(a)).collect();
+        match p.leaks.iter_mut().find(|x| x.stack == stack) {
+            Some(x) => {
+                x.count += l.count;
+                x.memory += l.bytes;
+            }
+            None => p.leaks.push(mp::Leak { stack, count: l.count, memory: l.bytes }),
+        }
+    }
+    p.leaks.sort_by(|a, b| b.memory.cmp(&a.memory));
+
+    for t in &d.threads {
+        let mut ts = mp::ThreadStats { cnt_mem_ops: t.mem_ops, ..Default::default() };
+        for f in AllocFn::ALL {
+            let (count, sum, time) = t.stats[f as usize];
+            if let Some(cs) = ts.stats.get_mut(f.name()) {
+                cs.count = count;
+                cs.sum = sum;
+                cs.time = time;
+            }
+        }
+        p.threads.push(ts);
+    }
+
+    let mut sizes = d.sizes.clone();
+    sizes.sort_unstable();
+    p.mem_stats.size_map = sizes.into_iter().collect();
+    let mut jumps = d.realloc_jumps.clone();
+    jumps.sort_unstable();
+    p.mem_stats.realloc_jump =
+        jumps.into_iter().map(|(o, n, c)| mp::ReallocJump { old_size: o, new_size: n, count: c }).collect();
+
+    p.globals = mp::Globals {
+        ticks_per_second: d.ticks_per_second,
+        total_memory: meminfo("MemTotal:"),
+        free_memory_at_start: meminfo("MemFree:"),
+        cached_memory_at_start: meminfo("Cached:"),
+        max_thread_count: d.globals.max_threads,
+    };
+
+    p.sites.map = parse_maps(&d.maps);
+    p.sites.strings = strings.into_strings();
+    p.sites.instr = instr;
+    p.stacks.count = p.stacks.stats.len() as u64;
+
+    let mut ext = mp::MemtrailExt::new(mode, d.max_depth);
+    ext.truncated_stacks = d.globals.truncated_stacks;
+    ext.sample_every = (d.sample_every > 0).then_some(d.sample_every);
+    ext.internal_memory = d.globals.internal_memory;
+    ext.peak_requested = d.globals.peak_requested;
+    ext.peak_time = d.globals.peak_ticks;
+    ext.pid = d.pid;
+    ext.ppid = d.ppid;
+    ext.exit = mp::ExitInfo { code: end.code, signal: end.signal };
+    ext.modules = d
+        .modules
+        .iter()
+        .map(|m| mp::ModuleInfo {
+            path: m.path.clone(),
+            build_id: (!m.build_id.is_empty()).then(|| m.build_id.iter().map(|b| format!("{b:02x}")).collect()),
+            lower: Addr::native(m.start),
+            upper: Addr::native(m.end),
+            file_offset: Addr::native(m.file_offset),
+        })
+        .collect();
+    ext.inlined = inlined;
+    ext.unrecorded_events = d.globals.unrecorded_events;
+    ext.unknown_frees = d.globals.unknown_frees;
+    p.memtrail = Some(ext);
+    p.memtrail.as_mut().unwrap().runtime_leaks = mp::runtime::classify_leaks(&p);
+    p
+}

@@ -1,0 +1,209 @@
+//! `memtrail run`: start the program with the recorder preloaded, wait for it,
+//! turn the dumps its processes left into profiles, print the summary.
+//!
+//! The program's standard streams and exit status pass through untouched;
+//! memtrail's own messages go to stderr. While the program runs, memtrail
+//! ignores SIGINT and SIGQUIT (as `time` does) so that Ctrl-C reaches the
+//! program, which writes its profile as it dies.
+
+use crate::cli::StackArg;
+use crate::convert::{self, ProcessEnd};
+use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Plain options of `memtrail run`.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub output: Option<PathBuf>,
+    pub stack: StackArg,
+    pub max_depth: u32,
+    pub follow: bool,
+    pub top: usize,
+    pub quiet: bool,
+}
+
+pub const PRELOAD_NAME: &str = "libmemtrail_preload.so";
+
+/// The recorder library: `MEMTRAIL_PRELOAD`, else beside this executable
+/// (as `cargo build` leaves it), else in `../lib/memtrail/`.
+pub fn find_preload() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("MEMTRAIL_PRELOAD") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        bail!("MEMTRAIL_PRELOAD names {}, which is not a file", p.display());
+    }
+    let exe = std::env::current_exe().context("cannot locate the memtrail executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for cand in [dir.join(PRELOAD_NAME), dir.join("../lib/memtrail").join(PRELOAD_NAME)] {
+        if cand.is_file() {
+            return Ok(cand.canonicalize().unwrap_or(cand));
+        }
+    }
+    bail!(
+        "the recorder library {PRELOAD_NAME} is not beside {} (build it with `cargo build --workspace`)",
+        exe.display()
+    )
+}
+
+fn temp_dir() -> Result<PathBuf> {
+    let base = std::env::temp_dir();
+    for i in 0..100u32 {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let d = base.join(format!("memtrail-{}-{nanos}-{i}", std::process::id()));
+        if std::fs::create_dir(&d).is_ok() {
+            return Ok(d);
+        }
+    }
+    bail!("cannot create a temporary directory in {}", base.display())
+}
+
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn set_signals(handler: libc::sighandler_t) {
+    // SAFETY: changing dispositions of two signals in this process.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGQUIT, handler);
+    }
+}
+
+/// Exit code the way a shell reports it: the code, or 128 + signal.
+fn shell_code(status: std::process::ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => (128 + s) as u8,
+        _ => 1,
+    }
+}
+
+fn exe_name(d: &memtrail_wire::Dump) -> String {
+    let base = d.exe.rsplit('/').next().unwrap_or("");
+    let base: String = base.chars().map(|c| if c.is_ascii_alphanumeric() || "._-+".contains(c) { c } else { '_' }).collect();
+    if base.is_empty() { "program".into() } else { base }
+}
+
+/// Writes a profile, creating its directory; the error names the path.
+fn write_profile(profile: &memtrail_profile::Profile, path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot write the profile to {}: cannot create {}", path.display(), dir.display()))?;
+    }
+    let f = std::fs::File::create(path).with_context(|| format!("cannot write the profile to {}", path.display()))?;
+    profile
+        .write_to(std::io::BufWriter::new(f))
+        .with_context(|| format!("cannot write the profile to {}", path.display()))
+}
+
+pub fn run(o: &RunOptions) -> Result<u8> {
+    let lib = find_preload()?;
+    let dir = temp_dir()?;
+    let _cleanup = RemoveOnDrop(dir.clone());
+    let mut preload = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let stack = match o.stack {
+        StackArg::Dwarf => "dwarf",
+        StackArg::Fp => "fp",
+        StackArg::None => "none",
+    };
+    let opts = format!(
+        "stack={stack},depth={},follow={},parent={}",
+        o.max_depth,
+        u8::from(o.follow),
+        std::process::id()
+    );
+    let mut child = match Command::new(&o.program)
+        .args(&o.args)
+        .env("LD_PRELOAD", &preload)
+        .env(memtrail_wire::ENV_DIR, &dir)
+        .env(memtrail_wire::ENV_OPTS, &opts)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("cannot run {}: no such program", o.program.to_string_lossy())
+        }
+        Err(e) => bail!("cannot run {}: {e}", o.program.to_string_lossy()),
+    };
+    let pid = child.id();
+    set_signals(libc::SIG_IGN);
+    let status = child.wait();
+    set_signals(libc::SIG_DFL);
+    let status = status.context("waiting for the program")?;
+    let code = shell_code(status);
+    let end = ProcessEnd { code: status.code(), signal: status.signal() };
+
+    // Every dump left in the directory: the started process and its children.
+    let mut dumps = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        let bytes = std::fs::read(&path)?;
+        match memtrail_wire::decode(&bytes) {
+            Ok(d) => dumps.push(d),
+            Err(e) => eprintln!("memtrail: skipping {}: {e}", path.display()),
+        }
+    }
+    let main_pos = dumps.iter().position(|d| d.pid == pid);
+    let Some(main_pos) = main_pos else {
+        eprintln!(
+            "memtrail: {} left no profile data (it may be statically linked, setuid, or killed by SIGKILL)",
+            o.program.to_string_lossy()
+        );
+        return Ok(if code == 0 { 1 } else { code });
+    };
+    let main = dumps.swap_remove(main_pos);
+    let out = o.output.clone().unwrap_or_else(|| PathBuf::from(format!("memtrail-{}-{pid}.json", exe_name(&main))));
+    let profile = convert::to_profile(&main, &end);
+    let mut failed = false;
+    if let Err(e) = write_profile(&profile, &out) {
+        eprintln!("memtrail: {e:#}");
+        failed = true;
+    }
+    // Children: beside the main profile, in <stem>.children/.
+    let mut child_dir = None;
+    if !dumps.is_empty() {
+        let stem = out.file_stem().map_or_else(|| "memtrail".into(), |s| s.to_string_lossy().into_owned());
+        let cdir = out.with_file_name(format!("{stem}.children"));
+        for d in &dumps {
+            let p = convert::to_profile(d, &ProcessEnd::default());
+            let path = cdir.join(format!("memtrail-{}-{}.json", exe_name(d), d.pid));
+            if let Err(e) = write_profile(&p, &path) {
+                eprintln!("memtrail: {e:#}");
+                failed = true;
+                break;
+            }
+        }
+        child_dir = Some(cdir);
+    }
+    if !o.quiet {
+        let summary = memtrail_analysis::summary::Summary::from_profile(
+            &profile,
+            &memtrail_analysis::summary::SummaryOptions { top: o.top },
+        );
+        eprint!("{summary}");
+        if !failed {
+            eprintln!("memtrail: profile written to {}", out.display());
+        }
+        if let Some(cdir) = child_dir {
+            eprintln!("memtrail: {} child process profile(s) in {}", dumps.len(), cdir.display());
+        }
+    }
+    if failed {
+        return Ok(if code == 0 { 1 } else { code });
+    }
+    Ok(code)
+}
