@@ -40,14 +40,23 @@ pub struct Shard(pub SpinLock<Table>);
 const EMPTY_SHARD: Shard = Shard(SpinLock::new(Table { slots: null_mut(), mask: 0, len: 0 }));
 pub static SHARD_TABLE: [Shard; SHARDS] = [EMPTY_SHARD; SHARDS];
 
+/// Slots follow the address order inside each 16 MiB region (plus a
+/// scrambled per-region offset), so that the table is touched with the same
+/// locality as the heap itself: blocks allocated together sit in neighbouring
+/// slots, and a workload with millions of live blocks does not pay a cache
+/// and TLB miss per event, as it does with a fully mixed hash.
 #[inline(always)]
-fn hash(addr: u64) -> u64 {
-    (addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+fn slot_hash(addr: u64) -> usize {
+    let region = (addr >> 24).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20;
+    ((addr >> 4).wrapping_add(region)) as usize
 }
 
+/// Shards split the address space in 64 KiB windows, so one thread's
+/// neighbouring blocks share a shard while threads' arenas spread out.
 #[inline(always)]
 pub fn shard_of(addr: u64) -> &'static Shard {
-    &SHARD_TABLE[(hash(addr) >> 56) as usize]
+    let w = addr >> 16;
+    &SHARD_TABLE[((w ^ (w >> 8) ^ (w >> 16)) & 0xff) as usize]
 }
 
 impl Table {
@@ -83,7 +92,7 @@ impl Table {
 
     #[inline(always)]
     fn insert_nogrow(&mut self, e: Entry) {
-        let mut i = (hash(e.addr) as usize) & self.mask;
+        let mut i = slot_hash(e.addr) & self.mask;
         loop {
             // SAFETY: i <= mask, inside the table.
             let s = unsafe { &mut *self.slots.add(i) };
@@ -119,7 +128,7 @@ impl Table {
         if self.slots.is_null() {
             return None;
         }
-        let mut i = (hash(addr) as usize) & self.mask;
+        let mut i = slot_hash(addr) & self.mask;
         loop {
             // SAFETY: inside the table.
             let s = unsafe { *self.slots.add(i) };
@@ -142,7 +151,7 @@ impl Table {
             if s.addr == 0 {
                 break;
             }
-            let home = (hash(s.addr) as usize) & self.mask;
+            let home = slot_hash(s.addr) & self.mask;
             // Move s into the hole if its home is not in (hole, j].
             let dist_home = j.wrapping_sub(home) & self.mask;
             let dist_hole = j.wrapping_sub(hole) & self.mask;

@@ -1,0 +1,182 @@
+//! The summary of a profile built the way memtrail's converter builds one,
+//! with memtrail's own data (pid, exit, exact peak, runtime leaks, recording).
+
+use memtrail_analysis::summary::{format_bytes, format_seconds, Blocks, Summary, SummaryOptions};
+use memtrail_profile::{
+    stack_mode, Addr, ExitInfo, InstrEntry, Leak, MemtrailExt, Profile, Run, StackInfos, StackStat,
+    StringTable, ThreadStats,
+};
+
+fn built(exit: ExitInfo) -> Profile {
+    let mut p = Profile::new(Run::new("memtrail-0.1.0", "app", "./app --big"));
+    p.run.runtime = 3_000;
+    p.globals.ticks_per_second = 1_000;
+    let mut strings = StringTable::new();
+    let file = strings.intern("/src/app.c");
+    let binary = strings.intern("/usr/bin/app");
+    let mut sym = |addr: u64, name: &str, line: u32| {
+        let function = strings.intern(name);
+        p.sites.instr.insert(
+            Addr::native(addr),
+            InstrEntry {
+                file,
+                function,
+                line: Some(line),
+                binary,
+            },
+        );
+        Addr::native(addr)
+    };
+    let (big, small, main) = (
+        sym(0x10, "big", 3),
+        sym(0x20, "small", 7),
+        sym(0x30, "main", 12),
+    );
+    let small_again = sym(0x21, "small", 7);
+    p.sites.strings = strings.into_strings();
+
+    let infos = |count: u64, size: u64| {
+        let mut i = StackInfos::default();
+        for _ in 0..count {
+            i.alloc.add(size);
+        }
+        i
+    };
+    p.stacks
+        .push(StackStat::new("1", vec![big, main], infos(2, 3 << 20)));
+    p.stacks
+        .push(StackStat::new("2", vec![small, main], infos(1000, 16)));
+    p.stacks
+        .push(StackStat::new("3", vec![small_again, main], infos(500, 16)));
+    // An address without a symbol, inside no mapping.
+    p.stacks
+        .push(StackStat::new("4", vec![Addr::native(0x99)], infos(1, 1)));
+
+    let mut thread = ThreadStats::default();
+    thread.stats.malloc.count = 1503;
+    thread.stats.malloc.sum = (6 << 20) + 1500 * 16 + 1;
+    thread.stats.free.count = 1500;
+    p.threads.push(thread);
+
+    p.leaks.push(Leak {
+        stack: vec![small, main],
+        count: 3,
+        memory: 48,
+    });
+    p.leaks.push(Leak {
+        stack: vec![big, main],
+        count: 1,
+        memory: 3 << 20,
+    });
+    p.leaks.push(Leak {
+        stack: vec![Addr::native(0x99)],
+        count: 1,
+        memory: 1,
+    });
+
+    let mut ext = MemtrailExt::new(stack_mode::DWARF, 64);
+    ext.pid = 4242;
+    ext.ppid = 1;
+    ext.exit = exit;
+    ext.truncated_stacks = 3;
+    ext.sample_every = Some(8);
+    ext.internal_memory = 2 << 20;
+    ext.peak_requested = 6 << 20;
+    ext.peak_time = 1_500;
+    // memtrail's record wins over the heuristics: the 1-byte leak is the runtime's.
+    ext.runtime_leaks = vec![2];
+    p.memtrail = Some(ext);
+    p
+}
+
+#[test]
+fn memtrail_figures() {
+    let p = built(ExitInfo {
+        code: Some(3),
+        signal: None,
+    });
+    let s = Summary::from_profile(&p, &SummaryOptions { top: 2 });
+    assert_eq!(s.pid, Some(4242));
+    assert_eq!(s.run_seconds, Some(3.0));
+    assert_eq!(s.peak_requested, Some(6 << 20));
+    assert_eq!(s.peak_seconds, Some(1.5));
+    assert_eq!(
+        s.alive,
+        Blocks {
+            count: 5,
+            bytes: (3 << 20) + 49
+        }
+    );
+    assert_eq!(s.alive_runtime, Blocks { count: 1, bytes: 1 });
+    assert_eq!(s.top_by_bytes.len(), 2);
+    assert_eq!(s.top_by_bytes[0].site.function, "big");
+    // Two addresses on one line are one site.
+    assert_eq!(s.top_by_calls[0].site.function, "small");
+    assert_eq!(s.top_by_calls[0].calls, 1500);
+    assert_eq!(s.top_leaks.len(), 2);
+    assert_eq!(s.top_leaks[0].blocks.bytes, 3 << 20);
+
+    let text = s.to_string();
+    for line in [
+        "Program          ./app --big",
+        "Process          pid 4242, exited with code 3",
+        "Run time         3.000 s",
+        "Recorded by      memtrail-0.1.0",
+        "Recording        dwarf stacks, at most 64 frames (3 stacks cut); frees charged to the allocating stack; sampled 1 in 8",
+        "Recorder memory  2.0 MiB (2097152 B)",
+        "  malloc       1503  6.0 MiB (6315457 B)",
+        "  free         1500",
+        "Peak requested memory   6.0 MiB (6291456 B) at 1.500 s",
+        "  by the C/C++ runtime  1 block, 1 B (not the program's leaks)",
+        "  6.0 MiB (6291456 B)      2  big  /src/app.c:3  (app)",
+        "  3.0 MiB (3145728 B) in 1 block",
+        "      main  /src/app.c:12  (app)",
+        "  48 B in 3 blocks",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn exit_by_signal_and_unknown_frames() {
+    let p = built(ExitInfo {
+        code: None,
+        signal: Some(11),
+    });
+    let s = Summary::from_profile(&p, &SummaryOptions { top: 10 });
+    let text = s.to_string();
+    assert!(
+        text.contains("pid 4242, killed by signal 11 (SIGSEGV)"),
+        "{text}"
+    );
+    // The unresolved site is shown by address.
+    assert!(text.contains("0x99  ??  (??)"), "{text}");
+}
+
+#[test]
+fn empty_profile_does_not_panic() {
+    let p = Profile::new(Run::new("memtrail-0.1.0", "true", ""));
+    let s = Summary::from_profile(&p, &SummaryOptions::default());
+    let text = s.to_string();
+    assert!(text.starts_with("Program      true\n"), "{text}");
+    assert!(text.contains("No allocation calls recorded."), "{text}");
+    assert!(text.contains("Peak requested memory   unknown"), "{text}");
+    assert!(text.contains("Run time     unknown"), "{text}");
+    assert!(!text.contains("Top"), "{text}");
+    let none = Summary::from_profile(&built(ExitInfo::default()), &SummaryOptions { top: 0 });
+    assert!(none.top_by_bytes.is_empty() && none.top_leaks.is_empty());
+    assert!(none.to_string().contains("exit status unknown"));
+}
+
+#[test]
+fn byte_and_time_formats() {
+    assert_eq!(format_bytes(0), "0 B");
+    assert_eq!(format_bytes(1023), "1023 B");
+    assert_eq!(format_bytes(1024), "1.0 KiB (1024 B)");
+    assert_eq!(format_bytes(1_572_864), "1.5 MiB (1572864 B)");
+    assert_eq!(format_bytes(5 << 30), "5.0 GiB (5368709120 B)");
+    assert_eq!(format_bytes(u64::MAX), "16.0 EiB (18446744073709551615 B)");
+    assert_eq!(format_seconds(0.4291), "0.429 s");
+    assert_eq!(format_seconds(42.25), "42.2 s");
+    assert_eq!(format_seconds(200.0), "3 min 20 s");
+}

@@ -1,0 +1,25 @@
+//! Shared by the integration tests: where the MALT sample lives.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The real MALT 1.6.2 profile of `fixtures/malt-1.6.2-sample/sample.c`.
+pub fn sample_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/malt-1.6.2-sample/profile.json")
+}
+
+pub fn sample_bytes() -> Vec<u8> {
+    std::fs::read(sample_path()).expect("the sample fixture is committed")
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "memtrail-profile-test-{}-{}",
+        name,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
