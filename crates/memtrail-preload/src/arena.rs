@@ -30,12 +30,16 @@ struct FreeBlock {
 // SAFETY: the raw pointers are owned by the lock that wraps `Classes`.
 unsafe impl Send for Classes {}
 
-pub static ARENA_LOCK: SpinLock<Classes> =
-    SpinLock::new(Classes { free: [null_mut(); CLASSES], bump: null_mut(), bump_end: null_mut() });
+pub static ARENA_LOCK: SpinLock<Classes> = SpinLock::new(Classes {
+    free: [null_mut(); CLASSES],
+    bump: null_mut(),
+    bump_end: null_mut(),
+});
 
 /// Maps anonymous memory with the raw system call, so that the recorder's
 /// own `mmap` hook does not count it.
 pub fn map(len: usize) -> *mut u8 {
+    let _e = crate::sync::ErrnoGuard::new();
     // SAFETY: an anonymous private mapping has no preconditions.
     let p = unsafe {
         libc::syscall(
@@ -58,6 +62,7 @@ pub fn map(len: usize) -> *mut u8 {
 /// # Safety
 /// `p` and `len` must come from one call to [`map`].
 pub unsafe fn unmap(p: *mut u8, len: usize) {
+    let _e = crate::sync::ErrnoGuard::new();
     // SAFETY: forwarded to the caller.
     unsafe { libc::syscall(libc::SYS_munmap, p, len) };
     INTERNAL_BYTES.fetch_sub(len as u64, Ordering::Relaxed);

@@ -14,8 +14,13 @@ pub struct Config {
     pub sample_every: u64,
 }
 
-pub const DEFAULT: Config =
-    Config { stack_mode: StackMode::Dwarf, max_depth: 256, follow: true, parent: 0, sample_every: 0 };
+pub const DEFAULT: Config = Config {
+    stack_mode: StackMode::Dwarf,
+    max_depth: 256,
+    follow: true,
+    parent: 0,
+    sample_every: 0,
+};
 
 static CONFIG: AtomicPtr<Config> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -32,7 +37,10 @@ fn num(v: &[u8]) -> Option<u64> {
     if v.is_empty() {
         return None;
     }
-    v.iter().try_fold(0u64, |n, &c| c.is_ascii_digit().then(|| n.saturating_mul(10).saturating_add((c - b'0') as u64)))
+    v.iter().try_fold(0u64, |n, &c| {
+        c.is_ascii_digit()
+            .then(|| n.saturating_mul(10).saturating_add((c - b'0') as u64))
+    })
 }
 
 pub fn parse(s: &[u8]) -> Config {
@@ -68,5 +76,8 @@ pub fn load() {
         // SAFETY: getenv returns a NUL-terminated string.
         parse(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
     };
-    CONFIG.store(alloc::boxed::Box::into_raw(alloc::boxed::Box::new(c)), Ordering::Release);
+    CONFIG.store(
+        alloc::boxed::Box::into_raw(alloc::boxed::Box::new(c)),
+        Ordering::Release,
+    );
 }

@@ -127,7 +127,10 @@ pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
             let v = ALIVE.fetch_add(*pending, Ordering::Relaxed) + *pending;
             *pending = 0;
             if v > PEAK.fetch_max(v.max(0) as u64, Ordering::Relaxed) as i64 {
-                PEAK_TICKS.store(now, Ordering::Relaxed);
+                PEAK_TICKS.store(
+                    if now != 0 { now } else { crate::hooks::ticks() },
+                    Ordering::Relaxed,
+                );
                 EPOCH.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -142,22 +145,33 @@ pub struct StackMap {
     keys: Vec<u32>, // id + 1; 0 = empty
     vals: Vec<PerStack>,
     len: usize,
+    /// Slot of the last key looked up (consecutive events often share a stack).
+    last: usize,
 }
 
 impl StackMap {
     pub fn new() -> Self {
         let cap = 64;
-        StackMap { keys: alloc::vec![0; cap], vals: alloc::vec![PerStack::default(); cap], len: 0 }
+        StackMap {
+            keys: alloc::vec![0; cap],
+            vals: alloc::vec![PerStack::default(); cap],
+            len: 0,
+            last: 0,
+        }
     }
 
     #[inline(always)]
     pub fn get(&mut self, id: StackId) -> &mut PerStack {
-        let mask = self.keys.len() - 1;
         let key = id + 1;
+        if self.keys[self.last] == key {
+            return &mut self.vals[self.last];
+        }
+        let mask = self.keys.len() - 1;
         let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
         loop {
             let k = self.keys[i];
             if k == key {
+                self.last = i;
                 return &mut self.vals[i];
             }
             if k == 0 {
@@ -172,6 +186,7 @@ impl StackMap {
         self.keys[i] = key;
         self.vals[i] = PerStack::default();
         self.len += 1;
+        self.last = i;
         &mut self.vals[i]
     }
 
@@ -180,6 +195,7 @@ impl StackMap {
         let keys = core::mem::replace(&mut self.keys, alloc::vec![0; cap]);
         let vals = core::mem::replace(&mut self.vals, alloc::vec![PerStack::default(); cap]);
         self.len = 0;
+        self.last = 0;
         for (k, v) in keys.into_iter().zip(vals) {
             if k != 0 {
                 *self.get(k - 1) = v;
@@ -188,7 +204,57 @@ impl StackMap {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (StackId, &PerStack)> {
-        self.keys.iter().zip(self.vals.iter()).filter(|(k, _)| **k != 0).map(|(k, v)| (*k - 1, v))
+        self.keys
+            .iter()
+            .zip(self.vals.iter())
+            .filter(|(k, _)| **k != 0)
+            .map(|(k, v)| (*k - 1, v))
+    }
+}
+
+/// Counts of requested sizes: sizes up to 4 KiB in a direct array (the
+/// common case, one add), larger ones in a bounded hash table.
+pub struct SizeHistogram {
+    small: Vec<u64>,
+    pub large: Histogram,
+}
+
+const SMALL_SIZES: usize = 4097;
+
+impl SizeHistogram {
+    pub fn new() -> Self {
+        SizeHistogram {
+            small: Vec::new(),
+            large: Histogram::new(),
+        }
+    }
+
+    #[inline(always)]
+    pub fn add(&mut self, size: u64, n: u64) {
+        if (size as usize) < SMALL_SIZES {
+            if self.small.is_empty() {
+                self.small = alloc::vec![0; SMALL_SIZES];
+            }
+            self.small[size as usize] += n;
+        } else {
+            self.large.add((size, 0), n);
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.small
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c != 0)
+            .map(|(s, c)| (s as u64, *c))
+            .chain(self.large.iter().map(|((s, _), c)| (s, c)))
+    }
+
+    pub fn absorb(&mut self, o: &SizeHistogram) {
+        for (s, c) in o.iter() {
+            self.add(s, c);
+        }
+        self.large.dropped += o.large.dropped;
     }
 }
 
@@ -205,13 +271,20 @@ const HIST_MAX: usize = 1 << 16;
 
 impl Histogram {
     pub fn new() -> Self {
-        Histogram { keys: alloc::vec![(u64::MAX, 0); 64], counts: alloc::vec![0; 64], len: 0, dropped: 0 }
+        Histogram {
+            keys: alloc::vec![(u64::MAX, 0); 64],
+            counts: alloc::vec![0; 64],
+            len: 0,
+            dropped: 0,
+        }
     }
 
     #[inline(always)]
     pub fn add(&mut self, key: (u64, u64), n: u64) {
         let mask = self.keys.len() - 1;
-        let mut i = (key.0 ^ key.1.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize >> 7 & mask;
+        let mut i = (key.0 ^ key.1.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize
+            >> 7
+            & mask;
         loop {
             let k = self.keys[i];
             if k == key {
@@ -249,7 +322,11 @@ impl Histogram {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = ((u64, u64), u64)> + '_ {
-        self.keys.iter().zip(self.counts.iter()).filter(|(k, _)| k.0 != u64::MAX).map(|(k, c)| (*k, *c))
+        self.keys
+            .iter()
+            .zip(self.counts.iter())
+            .filter(|(k, _)| k.0 != u64::MAX)
+            .map(|(k, c)| (*k, *c))
     }
 
     pub fn absorb(&mut self, o: &Histogram) {

@@ -23,7 +23,10 @@ pub fn now_ns() -> u64 {
 }
 
 fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is writable.
     unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -60,7 +63,13 @@ fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
 fn exe() -> Vec<u8> {
     let mut buf = vec![0u8; 4096];
     // SAFETY: buf is writable for its length.
-    let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            buf.as_mut_ptr() as *mut _,
+            buf.len(),
+        )
+    };
     buf.truncate(n.max(0) as usize);
     buf
 }
@@ -76,6 +85,7 @@ pub fn write(why: &str) {
         return;
     }
     let _ = why;
+    let _e = crate::sync::ErrnoGuard::new();
     let was = TLS.with(|t| t.in_hook.replace(true));
     state::set(state::State::Finished);
     let in_signal = why == "signal";
@@ -94,7 +104,8 @@ fn encode() -> Vec<u8> {
     let start_ticks = state::START_TICKS.load(Ordering::Relaxed);
     let start_ns = state::START_NS.load(Ordering::Relaxed);
     let elapsed_ns = end_ns.saturating_sub(start_ns).max(1);
-    let tps = ((end_ticks.saturating_sub(start_ticks)) as u128 * 1_000_000_000 / elapsed_ns as u128) as u64;
+    let tps = ((end_ticks.saturating_sub(start_ticks)) as u128 * 1_000_000_000 / elapsed_ns as u128)
+        as u64;
     let wall_start = clock(libc::CLOCK_REALTIME).saturating_sub(elapsed_ns);
 
     let mut e = Encoder::new(VecSink(Vec::with_capacity(1 << 20)));
@@ -134,8 +145,14 @@ fn encode() -> Vec<u8> {
     // Merge every thread's counters.
     let epoch = EPOCH.load(Ordering::Relaxed);
     let n = stacks::count() as usize;
-    let mut merged = vec![PerStack { epoch, ..Default::default() }; n];
-    let mut sizes = crate::counters::Histogram::new();
+    let mut merged = vec![
+        PerStack {
+            epoch,
+            ..Default::default()
+        };
+        n
+    ];
+    let mut sizes = crate::counters::SizeHistogram::new();
     let mut jumps = crate::counters::Histogram::new();
     let mut unknown_frees = 0;
     let mut truncated = 0;
@@ -180,7 +197,7 @@ fn encode() -> Vec<u8> {
             e.u(*t);
         }
     }
-    for ((size, _), c) in sizes.iter() {
+    for (size, c) in sizes.iter() {
         e.tag(Tag::Size);
         e.u(size);
         e.u(c);
@@ -216,17 +233,21 @@ fn encode() -> Vec<u8> {
         }
     }
     let _ = ALIVE.load(Ordering::Relaxed);
-    let max_threads = thread::REGISTRY.try_lock_for(1000).map_or(0, |r| r.max_alive);
+    let max_threads = thread::REGISTRY
+        .try_lock_for(1000)
+        .map_or(0, |r| r.max_alive);
     e.globals(&Globals {
         peak_requested: PEAK.load(Ordering::Relaxed),
-        peak_ticks: PEAK_TICKS.load(Ordering::Relaxed).saturating_sub(start_ticks),
+        peak_ticks: PEAK_TICKS
+            .load(Ordering::Relaxed)
+            .saturating_sub(start_ticks),
         alive_requested: alive_total,
         internal_memory: arena::INTERNAL_BYTES.load(Ordering::Relaxed),
         max_threads,
         truncated_stacks: truncated,
         unrecorded_events: UNRECORDED.load(Ordering::Relaxed),
         unknown_frees,
-        dropped_histogram_entries: sizes.dropped + jumps.dropped,
+        dropped_histogram_entries: sizes.large.dropped + jumps.dropped,
     });
     let _ = live_blocks;
     e.tag(Tag::End);
@@ -253,7 +274,11 @@ fn save(buf: &[u8]) {
         path.push('\0');
         // SAFETY: path is NUL-terminated.
         let fd = unsafe {
-            libc::open(path.as_ptr() as *const _, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o644)
+            libc::open(
+                path.as_ptr() as *const _,
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o644,
+            )
         };
         if fd < 0 {
             // SAFETY: errno location is valid.
@@ -262,7 +287,9 @@ fn save(buf: &[u8]) {
                 continue;
             }
             path.pop();
-            stderr_line(&alloc::format!("memtrail: cannot write profile data to {path}: os error {err}\n"));
+            stderr_line(&alloc::format!(
+                "memtrail: cannot write profile data to {path}: os error {err}\n"
+            ));
             return;
         }
         let mut off = 0;
@@ -276,7 +303,9 @@ fn save(buf: &[u8]) {
                     continue;
                 }
                 path.pop();
-                stderr_line(&alloc::format!("memtrail: cannot write profile data to {path}: os error {err}\n"));
+                stderr_line(&alloc::format!(
+                    "memtrail: cannot write profile data to {path}: os error {err}\n"
+                ));
                 break;
             }
             off += n as usize;

@@ -18,7 +18,9 @@ fn frame_pointer() -> u64 {
     let fp: u64;
     // SAFETY: reads a register; the workspace is built with frame pointers,
     // so rbp is this hook's frame pointer.
-    unsafe { core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
+    };
     fp
 }
 
@@ -28,21 +30,61 @@ pub fn ticks() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// One call in `CALL_SAMPLE` per thread has its duration measured; the
+/// per-function times in the profile are scaled back up (an unbiased
+/// estimate). Reading the clock costs about 23 ns here, more than the rest
+/// of the bookkeeping of an event.
+const CALL_SAMPLE: u64 = 64;
+
+/// Whether allocation times are kept (for lifetimes): not in `--stack none`,
+/// whose events carry no clock read at all.
+#[inline(always)]
+fn timed() -> bool {
+    crate::config::get().stack_mode != StackMode::None
+}
+
+/// Clock reads of one event: `t0` before the real call (0 when not needed),
+/// and whether this call's duration is sampled.
+struct Clock {
+    t0: u64,
+    sampled: bool,
+}
+
+impl Clock {
+    #[inline(always)]
+    fn start(st: &mut ThreadState) -> Clock {
+        st.calls = st.calls.wrapping_add(1);
+        let sampled = st.calls % CALL_SAMPLE == 0;
+        let t0 = if sampled || timed() { ticks() } else { 0 };
+        Clock { t0, sampled }
+    }
+
+    /// Estimated duration to add for this call.
+    #[inline(always)]
+    fn duration(&self) -> u64 {
+        if self.sampled {
+            ticks().wrapping_sub(self.t0).wrapping_mul(CALL_SAMPLE)
+        } else {
+            0
+        }
+    }
+}
+
 /// An entered hook: the thread's state, released on drop.
+///
+/// The per-event bookkeeping makes no call that can set `errno`; the rare
+/// slow paths that do (mapping memory, starting a thread's state, refreshing
+/// modules) save and restore it themselves (`ErrnoGuard`), so `errno` is
+/// what the real function left.
 struct Hook {
     tls: *const Tls,
     st: *mut ThreadState,
     orphan: bool,
-    errno: c_int,
 }
 
 impl Hook {
-    /// Keeps errno as the real function left it, to be restored on drop.
     #[inline(always)]
-    fn keep_errno(&mut self) {
-        // SAFETY: errno location is valid for this thread.
-        self.errno = unsafe { *libc::__errno_location() };
-    }
+    fn keep_errno(&mut self) {}
 
     #[inline(always)]
     fn st(&mut self) -> &mut ThreadState {
@@ -54,8 +96,6 @@ impl Hook {
 impl Drop for Hook {
     #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: errno location is valid for this thread.
-        unsafe { *libc::__errno_location() = self.errno };
         self.st().busy.store(false, Ordering::Release);
         if self.orphan {
             // SAFETY: taken with raw_lock in `enter`.
@@ -78,8 +118,6 @@ fn enter() -> Option<Hook> {
         return None;
     }
     t.in_hook.set(true);
-    // SAFETY: errno location is valid for this thread.
-    let errno = unsafe { *libc::__errno_location() };
     let mut st = thread::current(t);
     let mut orphan = false;
     if thread::is_dead(st) {
@@ -91,7 +129,7 @@ fn enter() -> Option<Hook> {
     }
     // SAFETY: st is this thread's state or the locked orphan.
     unsafe { (*st).busy.store(true, Ordering::Relaxed) };
-    Some(Hook { tls, st, orphan, errno })
+    Some(Hook { tls, st, orphan })
 }
 
 /// Counts an event that happened where recording was impossible.
@@ -118,7 +156,15 @@ fn stack(st: &mut ThreadState, fp: u64) -> u32 {
 
 /// Records a successful allocation of `size` bytes at `p`.
 #[inline(always)]
-fn on_alloc(st: &mut ThreadState, f: AllocFn, p: *mut c_void, size: usize, t0: u64, dt: u64, fp: u64) -> u32 {
+fn on_alloc(
+    st: &mut ThreadState,
+    f: AllocFn,
+    p: *mut c_void,
+    size: usize,
+    t0: u64,
+    dt: u64,
+    fp: u64,
+) -> u32 {
     let s = &mut st.stats[f as usize];
     s.0 += 1;
     s.1 += size as u64;
@@ -127,7 +173,7 @@ fn on_alloc(st: &mut ThreadState, f: AllocFn, p: *mut c_void, size: usize, t0: u
     if p.is_null() {
         return 0;
     }
-    st.sizes.add((size as u64, 0), 1);
+    st.sizes.add(size as u64, 1);
     let id = stack(st, fp);
     let ps = st.stacks.get(id);
     ps.alloc.add(size as u64);
@@ -136,7 +182,13 @@ fn on_alloc(st: &mut ThreadState, f: AllocFn, p: *mut c_void, size: usize, t0: u
     }
     ps.add_alive(id, size as i64);
     global_alive(&mut st.pending, size as i64, t0);
-    live::insert(live::Entry { addr: p as u64, size: size as u64, time: t0, stack: id, _pad: 0 });
+    live::insert(live::Entry {
+        addr: p as u64,
+        size: size as u64,
+        time: t0,
+        stack: id,
+        _pad: 0,
+    });
     id
 }
 
@@ -145,7 +197,10 @@ fn on_alloc(st: &mut ThreadState, f: AllocFn, p: *mut c_void, size: usize, t0: u
 fn on_release(st: &mut ThreadState, e: &live::Entry, now: u64) {
     let ps = st.stacks.get(e.stack);
     ps.free.add(e.size);
-    ps.lifetime.add(now.wrapping_sub(e.time).min(i64::MAX as u64));
+    if now != 0 {
+        ps.lifetime
+            .add(now.wrapping_sub(e.time).min(i64::MAX as u64));
+    }
     ps.add_alive(e.stack, -(e.size as i64));
     global_alive(&mut st.pending, -(e.size as i64), now);
 }
@@ -165,11 +220,11 @@ macro_rules! alloc_hook {
             unrecorded();
             return $call;
         };
-        let t0 = ticks();
+        let c = Clock::start(h.st());
         let p = $call;
         h.keep_errno();
-        let dt = ticks().wrapping_sub(t0);
-        on_alloc(h.st(), $f, p, $size, t0, dt, $fp);
+        let dt = c.duration();
+        on_alloc(h.st(), $f, p, $size, c.t0, dt, $fp);
         p
     }};
 }
@@ -219,14 +274,14 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         }
         return fwd(p);
     };
-    let t0 = ticks();
+    let c = Clock::start(h.st());
     let st = h.st();
     let mut size = 0;
     if !p.is_null() {
         match live::remove(p as u64) {
             Some(e) => {
                 size = e.size;
-                on_release(st, &e, t0);
+                on_release(st, &e, c.t0);
             }
             None => st.unknown_frees += 1,
         }
@@ -237,10 +292,13 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     let s = &mut st.stats[AllocFn::Free as usize];
     s.0 += 1;
     s.1 += size;
-    s.2 += ticks().wrapping_sub(t0);
+    s.2 += c.duration();
     st.mem_ops += 1;
 }
 
+// Inlined: the hooks pass their own frame pointer, which must stay valid
+// (a tail call from the hook would pop that frame first).
+#[inline(always)]
 unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     let fwd = |p, size| match real::realloc() {
         // SAFETY: the real realloc on a pointer of the real allocator.
@@ -252,7 +310,13 @@ unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         let q = fwd_malloc(size);
         if !q.is_null() {
             // SAFETY: both blocks hold at least min(old, new) bytes.
-            unsafe { core::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, real::boot_size(p).min(size)) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    p as *const u8,
+                    q as *mut u8,
+                    real::boot_size(p).min(size),
+                )
+            };
         }
         return q;
     }
@@ -260,10 +324,15 @@ unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         unrecorded();
         return fwd(p, size);
     };
-    let t0 = ticks();
-    let old = if p.is_null() { None } else { live::remove(p as u64) };
+    let c = Clock::start(h.st());
+    let t0 = c.t0;
+    let old = if p.is_null() {
+        None
+    } else {
+        live::remove(p as u64)
+    };
     let q = fwd(p, size);
-    let t1 = ticks();
+    let dt = c.duration();
     h.keep_errno();
     let st = h.st();
     if q.is_null() && size != 0 && !p.is_null() {
@@ -273,7 +342,7 @@ unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         }
         let s = &mut st.stats[AllocFn::Realloc as usize];
         s.0 += 1;
-        s.2 += t1.wrapping_sub(t0);
+        s.2 += dt;
         st.mem_ops += 1;
         return q;
     }
@@ -287,11 +356,11 @@ unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         // realloc(p, 0) freed p.
         let s = &mut st.stats[AllocFn::Realloc as usize];
         s.0 += 1;
-        s.2 += t1.wrapping_sub(t0);
+        s.2 += dt;
         st.mem_ops += 1;
         return q;
     }
-    let id = on_alloc(st, AllocFn::Realloc, q, size, t0, t1.wrapping_sub(t0), fp);
+    let id = on_alloc(st, AllocFn::Realloc, q, size, t0, dt, fp);
     let ps = st.stacks.get(id);
     ps.realloc_count += 1;
     ps.realloc_delta += size as i64 - old_size as i64;
@@ -338,20 +407,28 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
             let p = real::boot_alloc(size, align);
             // SAFETY: out is the caller's pointer.
             unsafe { *out = p };
-            if p.is_null() { libc::ENOMEM } else { 0 }
+            if p.is_null() {
+                libc::ENOMEM
+            } else {
+                0
+            }
         }
     };
     let Some(mut h) = enter() else {
         unrecorded();
         return call();
     };
-    let t0 = ticks();
+    let c = Clock::start(h.st());
     let r = call();
     h.keep_errno();
-    let dt = ticks().wrapping_sub(t0);
+    let dt = c.duration();
     // SAFETY: on success the real function stored the block in *out.
-    let p = if r == 0 { unsafe { *out } } else { core::ptr::null_mut() };
-    on_alloc(h.st(), AllocFn::PosixMemalign, p, size, t0, dt, fp);
+    let p = if r == 0 {
+        unsafe { *out }
+    } else {
+        core::ptr::null_mut()
+    };
+    on_alloc(h.st(), AllocFn::PosixMemalign, p, size, c.t0, dt, fp);
     r
 }
 
@@ -424,13 +501,22 @@ fn on_map(fp: u64, len: usize, unmap: bool) {
 /// # Safety
 /// Called as C's mmap.
 #[no_mangle]
-pub unsafe extern "C" fn mmap(a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void {
+pub unsafe extern "C" fn mmap(
+    a: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut c_void {
     let fp = frame_pointer();
     let r = match real::mmap() {
         // SAFETY: the real mmap with the caller's arguments.
         Some(f) => unsafe { f(a, len, prot, flags, fd, off) },
         // SAFETY: the raw system call, same arguments.
-        None => unsafe { libc::syscall(libc::SYS_mmap, a, len, prot, flags, fd, off) as *mut c_void },
+        None => unsafe {
+            libc::syscall(libc::SYS_mmap, a, len, prot, flags, fd, off) as *mut c_void
+        },
     };
     if r != libc::MAP_FAILED {
         on_map(fp, len, false);
@@ -441,13 +527,22 @@ pub unsafe extern "C" fn mmap(a: *mut c_void, len: usize, prot: c_int, flags: c_
 /// # Safety
 /// Called as C's mmap64 (the same function on 64-bit Linux).
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void {
+pub unsafe extern "C" fn mmap64(
+    a: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut c_void {
     let fp = frame_pointer();
     let r = match real::mmap() {
         // SAFETY: as in mmap.
         Some(f) => unsafe { f(a, len, prot, flags, fd, off) },
         // SAFETY: as in mmap.
-        None => unsafe { libc::syscall(libc::SYS_mmap, a, len, prot, flags, fd, off) as *mut c_void },
+        None => unsafe {
+            libc::syscall(libc::SYS_mmap, a, len, prot, flags, fd, off) as *mut c_void
+        },
     };
     if r != libc::MAP_FAILED {
         on_map(fp, len, false);
@@ -476,7 +571,13 @@ pub unsafe extern "C" fn munmap(a: *mut c_void, len: usize) -> c_int {
 /// Called as C's mremap (variadic in C; the optional fifth argument is
 /// passed in a register either way on x86-64).
 #[no_mangle]
-pub unsafe extern "C" fn mremap(a: *mut c_void, old: usize, new: usize, flags: c_int, new_addr: *mut c_void) -> *mut c_void {
+pub unsafe extern "C" fn mremap(
+    a: *mut c_void,
+    old: usize,
+    new: usize,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
     let fp = frame_pointer();
     let r = match real::mremap() {
         // SAFETY: the real mremap.
@@ -570,7 +671,11 @@ pub unsafe extern "C" fn _Exit(code: c_int) -> ! {
 /// # Safety
 /// Called as sigaction.
 #[no_mangle]
-pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+pub unsafe extern "C" fn sigaction(
+    sig: c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> c_int {
     let Some(f) = real::sigaction() else {
         // SAFETY: errno location is valid.
         unsafe { *libc::__errno_location() = libc::ENOSYS };
@@ -603,7 +708,9 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
 /// Called as signal.
 #[no_mangle]
 pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    let Some(f) = real::signal() else { return libc::SIG_ERR };
+    let Some(f) = real::signal() else {
+        return libc::SIG_ERR;
+    };
     // SAFETY: the real signal.
     let prev = unsafe { f(sig, handler) };
     if prev != libc::SIG_ERR && crate::signals::ours(sig) {

@@ -37,7 +37,11 @@ unsafe impl Send for Table {}
 #[repr(align(64))]
 pub struct Shard(pub SpinLock<Table>);
 
-const EMPTY_SHARD: Shard = Shard(SpinLock::new(Table { slots: null_mut(), mask: 0, len: 0 }));
+const EMPTY_SHARD: Shard = Shard(SpinLock::new(Table {
+    slots: null_mut(),
+    mask: 0,
+    len: 0,
+}));
 pub static SHARD_TABLE: [Shard; SHARDS] = [EMPTY_SHARD; SHARDS];
 
 /// Slots follow the address order inside each 16 MiB region (plus a
@@ -66,7 +70,11 @@ impl Table {
     }
 
     fn grow(&mut self) -> bool {
-        let old_cap = if self.slots.is_null() { 0 } else { self.mask + 1 };
+        let old_cap = if self.slots.is_null() {
+            0
+        } else {
+            self.mask + 1
+        };
         let cap = if old_cap == 0 { 256 } else { old_cap * 2 };
         let slots = Self::alloc_slots(cap);
         if slots.is_null() {
@@ -180,7 +188,6 @@ impl Table {
             }
         }
     }
-
 }
 
 pub fn insert(e: Entry) -> bool {
@@ -190,4 +197,3 @@ pub fn insert(e: Entry) -> bool {
 pub fn remove(addr: u64) -> Option<Entry> {
     shard_of(addr).0.lock().remove(addr)
 }
-

@@ -72,7 +72,13 @@ struct Found {
 fn exe_path() -> String {
     let mut buf = [0u8; 4096];
     // SAFETY: buf is writable for its length.
-    let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            buf.as_mut_ptr() as *mut _,
+            buf.len(),
+        )
+    };
     if n <= 0 {
         return String::new();
     }
@@ -118,16 +124,29 @@ unsafe fn build_id_of(info: &libc::dl_phdr_info, ph: &libc::Elf64_Phdr) -> Vec<u
     }
 }
 
-unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+unsafe extern "C" fn collect(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut c_void,
+) -> c_int {
     // SAFETY: the loader passes a valid info; data is our Vec.
     let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<Found>)) };
     let name = if info.dlpi_name.is_null() {
         String::new()
     } else {
         // SAFETY: a NUL-terminated string owned by the loader.
-        unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(info.dlpi_name) }
+            .to_string_lossy()
+            .into_owned()
     };
-    let mut f = Found { name, base: info.dlpi_addr, exec: Vec::new(), eh_hdr: None, eh_frame: None, build_id: Vec::new() };
+    let mut f = Found {
+        name,
+        base: info.dlpi_addr,
+        exec: Vec::new(),
+        eh_hdr: None,
+        eh_frame: None,
+        build_id: Vec::new(),
+    };
     // SAFETY: dlpi_phdr has dlpi_phnum entries.
     let phdrs = unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
     for ph in phdrs {
@@ -157,7 +176,12 @@ unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _size: usize, data: 
             let end = phdrs
                 .iter()
                 .filter(|p| p.p_type == libc::PT_LOAD)
-                .map(|p| (info.dlpi_addr + p.p_vaddr, info.dlpi_addr + p.p_vaddr + p.p_memsz))
+                .map(|p| {
+                    (
+                        info.dlpi_addr + p.p_vaddr,
+                        info.dlpi_addr + p.p_vaddr + p.p_memsz,
+                    )
+                })
                 .find(|&(s, e)| eh_avma >= s && eh_avma < e)
                 .map(|(_, e)| e);
             if let Some(end) = end {
@@ -171,9 +195,18 @@ unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _size: usize, data: 
     0
 }
 
-unsafe extern "C" fn loader_gen(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+unsafe extern "C" fn loader_gen(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut c_void,
+) -> c_int {
     // SAFETY: valid info from the loader; data is our u64.
-    unsafe { *(data as *mut u64) = (*info).dlpi_adds.wrapping_mul(1 << 32).wrapping_add((*info).dlpi_subs) };
+    unsafe {
+        *(data as *mut u64) = (*info)
+            .dlpi_adds
+            .wrapping_mul(1 << 32)
+            .wrapping_add((*info).dlpi_subs)
+    };
     1
 }
 
@@ -186,6 +219,7 @@ fn current_loader_gen() -> u64 {
 
 /// Rebuilds the unwinder from the loader's current module list if it changed.
 pub fn refresh(force: bool) {
+    let _e = crate::sync::ErrnoGuard::new();
     let _g = REBUILD_LOCK.lock();
     let gen = current_loader_gen();
     if !force && gen == LOADER_GEN.load(Ordering::Acquire) {
@@ -199,7 +233,11 @@ pub fn refresh(force: bool) {
     let mut seen = SEEN.lock();
     for (i, f) in found.iter().enumerate() {
         let path = if f.name.is_empty() {
-            if i == 0 { exe.clone() } else { String::from("[vdso]") }
+            if i == 0 {
+                exe.clone()
+            } else {
+                String::from("[vdso]")
+            }
         } else {
             f.name.clone()
         };
@@ -210,7 +248,13 @@ pub fn refresh(force: bool) {
             }
         }
         for &(s, e, off) in &f.exec {
-            let rec = ModuleRec { start: s, end: e, file_offset: off, path: path.clone(), build_id: f.build_id.clone() };
+            let rec = ModuleRec {
+                start: s,
+                end: e,
+                file_offset: off,
+                path: path.clone(),
+                build_id: f.build_id.clone(),
+            };
             if !seen.contains(&rec) {
                 seen.push(rec);
             }
@@ -225,9 +269,15 @@ pub fn refresh(force: bool) {
             base_svma: 0,
             text_svma: Some(text_svma),
             eh_frame_hdr_svma: Some(hdr_svma..hdr_svma + hdr_len),
-            eh_frame_hdr: Some(MappedBytes { ptr: (f.base + hdr_svma) as *const u8, len: hdr_len as usize }),
+            eh_frame_hdr: Some(MappedBytes {
+                ptr: (f.base + hdr_svma) as *const u8,
+                len: hdr_len as usize,
+            }),
             eh_frame_svma: Some(eh_svma..eh_svma + eh_len),
-            eh_frame: Some(MappedBytes { ptr: (f.base + eh_svma) as *const u8, len: eh_len as usize }),
+            eh_frame: Some(MappedBytes {
+                ptr: (f.base + eh_svma) as *const u8,
+                len: eh_len as usize,
+            }),
             text: None,
             stubs_svma: None,
             stub_helper_svma: None,
@@ -244,4 +294,3 @@ pub fn refresh(force: bool) {
     UNWINDER.store(b, Ordering::Release);
     LOADER_GEN.store(gen, Ordering::Release);
 }
-

@@ -15,9 +15,11 @@ pub type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
 pub type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
 pub type PosixMemalignFn = unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> c_int;
 pub type AlignFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
-pub type MmapFn = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, c_int, libc::off_t) -> *mut c_void;
+pub type MmapFn =
+    unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, c_int, libc::off_t) -> *mut c_void;
 pub type MunmapFn = unsafe extern "C" fn(*mut c_void, usize) -> c_int;
-pub type MremapFn = unsafe extern "C" fn(*mut c_void, usize, usize, c_int, *mut c_void) -> *mut c_void;
+pub type MremapFn =
+    unsafe extern "C" fn(*mut c_void, usize, usize, c_int, *mut c_void) -> *mut c_void;
 pub type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
 pub type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 pub type ExitFn = unsafe extern "C" fn(c_int) -> !;

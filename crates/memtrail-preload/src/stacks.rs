@@ -30,7 +30,8 @@ const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const MAX_CHUNKS: usize = 1 << 12; // 16 M stacks
 
-static DIR: [AtomicPtr<StackEntry>; MAX_CHUNKS] = [const { AtomicPtr::new(null_mut()) }; MAX_CHUNKS];
+static DIR: [AtomicPtr<StackEntry>; MAX_CHUNKS] =
+    [const { AtomicPtr::new(null_mut()) }; MAX_CHUNKS];
 static COUNT: AtomicU32 = AtomicU32::new(0);
 
 struct Index {
@@ -47,8 +48,10 @@ pub struct InsertState {
 // SAFETY: owned by the lock.
 unsafe impl Send for InsertState {}
 
-pub static INSERT: SpinLock<InsertState> =
-    SpinLock::new(InsertState { frames_bump: null_mut(), frames_end: null_mut() });
+pub static INSERT: SpinLock<InsertState> = SpinLock::new(InsertState {
+    frames_bump: null_mut(),
+    frames_end: null_mut(),
+});
 
 pub fn count() -> u32 {
     COUNT.load(Ordering::Acquire)
@@ -119,7 +122,12 @@ fn new_index(cap: usize) -> *mut Index {
         return null_mut();
     }
     // SAFETY: idx is a fresh mapping big enough for an Index.
-    unsafe { idx.write(Index { slots, mask: cap - 1 }) };
+    unsafe {
+        idx.write(Index {
+            slots,
+            mask: cap - 1,
+        })
+    };
     idx
 }
 
@@ -138,7 +146,12 @@ fn index_put(idx: &Index, hash: u64, id: StackId) {
 
 /// Finds or inserts a stack given leaf-first by `fill` (called only when a
 /// copy is needed). Returns None if memory ran out.
-pub fn intern(hash: u64, len: usize, eq: &impl Fn(&[u64]) -> bool, fill: impl FnOnce(&mut [u64])) -> Option<StackId> {
+pub fn intern(
+    hash: u64,
+    len: usize,
+    eq: &impl Fn(&[u64]) -> bool,
+    fill: impl FnOnce(&mut [u64]),
+) -> Option<StackId> {
     if let Some(id) = find(hash, eq) {
         return Some(id);
     }
@@ -194,7 +207,11 @@ pub fn intern(hash: u64, len: usize, eq: &impl Fn(&[u64]) -> bool, fill: impl Fn
     // Index: grow at half load.
     let mut idx = INDEX.load(Ordering::Acquire);
     // SAFETY: published indexes are never freed.
-    let cap = if idx.is_null() { 0 } else { unsafe { (*idx).mask + 1 } };
+    let cap = if idx.is_null() {
+        0
+    } else {
+        unsafe { (*idx).mask + 1 }
+    };
     if (id as usize + 1) * 2 > cap {
         let new_cap = (cap * 2).max(4096);
         let n = new_index(new_cap);

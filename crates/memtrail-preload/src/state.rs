@@ -44,7 +44,12 @@ pub fn ready() -> bool {
 #[cold]
 fn start() -> bool {
     if STATE
-        .compare_exchange(State::Uninit as u8, State::Starting as u8, Ordering::AcqRel, Ordering::Acquire)
+        .compare_exchange(
+            State::Uninit as u8,
+            State::Starting as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
         .is_err()
     {
         // Another thread is starting: wait for it (the starting thread's own

@@ -22,7 +22,10 @@ pub struct Guard<'a, T> {
 
 impl<T> SpinLock<T> {
     pub const fn new(v: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), data: UnsafeCell::new(v) }
+        SpinLock {
+            locked: AtomicBool::new(false),
+            data: UnsafeCell::new(v),
+        }
     }
 
     #[inline]
@@ -43,6 +46,7 @@ impl<T> SpinLock<T> {
             if spins < 64 {
                 core::hint::spin_loop();
             } else {
+                // sched_yield cannot fail, so errno is untouched.
                 // SAFETY: sched_yield has no preconditions.
                 unsafe { libc::sched_yield() };
             }
@@ -103,5 +107,24 @@ impl<T> core::ops::DerefMut for Guard<'_, T> {
 impl<T> Drop for Guard<'_, T> {
     fn drop(&mut self) {
         self.lock.locked.store(false, Ordering::Release);
+    }
+}
+
+/// Saves `errno` and restores it when dropped: for the recorder's slow paths
+/// that call into libc or the kernel, so the program never sees their errors.
+pub struct ErrnoGuard(core::ffi::c_int);
+
+impl ErrnoGuard {
+    #[inline]
+    pub fn new() -> Self {
+        // SAFETY: errno's location is valid for the calling thread.
+        ErrnoGuard(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for ErrnoGuard {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = self.0 };
     }
 }

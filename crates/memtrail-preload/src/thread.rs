@@ -8,7 +8,7 @@
 //! dead; anything the thread still allocates after that (other destructors
 //! run later) goes to one shared `orphan` state under a lock.
 
-use crate::counters::{Histogram, StackMap};
+use crate::counters::{Histogram, SizeHistogram, StackMap};
 use crate::sync::SpinLock;
 use crate::unwind::Unwind;
 use crate::{config, modules};
@@ -24,8 +24,10 @@ pub struct ThreadState {
     pub busy: AtomicBool,
     pub stats: [(u64, u64, u64); AllocFn::COUNT],
     pub mem_ops: u64,
+    /// Allocator calls seen, for sampling call durations.
+    pub calls: u64,
     pub stacks: StackMap,
-    pub sizes: Histogram,
+    pub sizes: SizeHistogram,
     pub jumps: Histogram,
     /// Requested bytes alive not yet added to the shared counter.
     pub pending: i64,
@@ -41,15 +43,21 @@ impl ThreadState {
         let cfg = config::get();
         let unwind = (with_unwind && cfg.stack_mode != memtrail_wire::StackMode::None).then(|| {
             let (lo, hi) = stack_bounds();
-            Unwind::new(cfg.max_depth as usize, cfg.stack_mode == memtrail_wire::StackMode::Dwarf, lo, hi)
+            Unwind::new(
+                cfg.max_depth as usize,
+                cfg.stack_mode == memtrail_wire::StackMode::Dwarf,
+                lo,
+                hi,
+            )
         });
         ThreadState {
             number,
             busy: AtomicBool::new(false),
             stats: [(0, 0, 0); AllocFn::COUNT],
             mem_ops: 0,
+            calls: 0,
             stacks: StackMap::new(),
-            sizes: Histogram::new(),
+            sizes: SizeHistogram::new(),
             jumps: Histogram::new(),
             pending: 0,
             unwind,
@@ -75,8 +83,13 @@ pub struct Registry {
 // SAFETY: the raw pointers are only followed under the registry lock.
 unsafe impl Send for Registry {}
 
-pub static REGISTRY: SpinLock<Registry> =
-    SpinLock::new(Registry { head: null_mut(), alive: 0, max_alive: 0, next_number: 0, retired: None });
+pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
+    head: null_mut(),
+    alive: 0,
+    max_alive: 0,
+    next_number: 0,
+    retired: None,
+});
 pub static ORPHAN: SpinLock<Option<Box<ThreadState>>> = SpinLock::new(None);
 pub static KEY: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -137,11 +150,15 @@ fn retire(st: *mut ThreadState) {
     let s = unsafe { &mut *st };
     crate::counters::ALIVE.fetch_add(s.pending, Ordering::Relaxed);
     s.pending = 0;
-    let r = reg.retired.get_or_insert_with(|| Box::new(ThreadState::new(u64::MAX, false)));
+    let r = reg
+        .retired
+        .get_or_insert_with(|| Box::new(ThreadState::new(u64::MAX, false)));
     for (id, ps) in s.stacks.iter() {
         let pending = ps.alive - ps.flushed;
         if pending != 0 {
-            crate::stacks::entry(id).alive.fetch_add(pending, Ordering::Relaxed);
+            crate::stacks::entry(id)
+                .alive
+                .fetch_add(pending, Ordering::Relaxed);
         }
         let mut ps = *ps;
         ps.flushed = ps.alive;
@@ -154,7 +171,7 @@ fn retire(st: *mut ThreadState) {
     s.unknown_frees = 0;
     s.truncated = 0;
     s.stacks = StackMap::new();
-    s.sizes = Histogram::new();
+    s.sizes = SizeHistogram::new();
     s.jumps = Histogram::new();
     s.unwind = None;
     s.dead = true;
@@ -181,6 +198,7 @@ pub fn is_dead(s: *mut ThreadState) -> bool {
 
 #[cold]
 fn create() -> *mut ThreadState {
+    let _e = crate::sync::ErrnoGuard::new();
     let number = {
         let mut reg = REGISTRY.lock();
         reg.next_number += 1;

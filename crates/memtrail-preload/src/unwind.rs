@@ -97,13 +97,23 @@ impl Unwind {
             self.rec_valid = false;
             let frames = [ra];
             let h = stacks::hash_frames(&frames);
-            return stacks::intern(h, 1, &|f: &[u64]| f == frames, |d| d.copy_from_slice(&frames))
-                .map(|id| Capture { id, truncated: false });
+            return stacks::intern(h, 1, &|f: &[u64]| f == frames, |d| {
+                d.copy_from_slice(&frames)
+            })
+            .map(|id| Capture {
+                id,
+                truncated: false,
+            });
         }
         // SAFETY: hook_fp is our own frame pointer: [fp] is the caller's bp,
         // [fp+8] the return address into the caller.
         let first = unsafe {
-            State { ra: *((hook_fp + 8) as *const u64), sp: hook_fp + 16, bp: *(hook_fp as *const u64), flags: 0 }
+            State {
+                ra: *((hook_fp + 8) as *const u64),
+                sp: hook_fp + 16,
+                bp: *(hook_fp as *const u64),
+                flags: 0,
+            }
         };
         self.tmp.clear();
         self.tmp_rd.clear();
@@ -126,7 +136,10 @@ impl Unwind {
                 while cursor > 0 && self.rec[cursor - 1].sp < st.sp {
                     cursor -= 1;
                 }
-                if cursor > 0 && self.rec[cursor - 1] == st && self.reads_unchanged(cursor - 1, lo, hi) {
+                if cursor > 0
+                    && self.rec[cursor - 1] == st
+                    && self.reads_unchanged(cursor - 1, lo, hi)
+                {
                     matched = Some(cursor - 1);
                     break;
                 }
@@ -169,16 +182,27 @@ impl Unwind {
         self.tmp_rd.push(self.tmp_reads.len() as u32);
         let unchanged = matched == Some(self.rec.len().wrapping_sub(1)) && self.tmp.is_empty();
         if unchanged {
-            return Some(Capture { id: self.rec_id, truncated: false });
+            return Some(Capture {
+                id: self.rec_id,
+                truncated: false,
+            });
         }
         // Build the new record: kept outer part + new frames, root first.
         let keep = matched.map_or(0, |p| p + 1);
-        let keep_reads = if keep == 0 { 0 } else { self.rec_rd[keep] as usize };
+        let keep_reads = if keep == 0 {
+            0
+        } else {
+            self.rec_rd[keep] as usize
+        };
         self.rec.truncate(keep);
         self.rec_hash.truncate(keep);
         self.rec_rd.truncate(keep);
         self.reads.truncate(keep_reads);
-        let mut h = if keep == 0 { HASH_SEED } else { self.rec_hash[keep - 1] };
+        let mut h = if keep == 0 {
+            HASH_SEED
+        } else {
+            self.rec_hash[keep - 1]
+        };
         for j in (0..self.tmp.len()).rev() {
             let s = self.tmp[j];
             self.rec_rd.push(self.reads.len() as u32);
@@ -193,7 +217,8 @@ impl Unwind {
         self.rec_valid = !truncated;
         let n = self.rec.len();
         let rec = &self.rec;
-        let eq = |f: &[u64]| f.len() == n && f.iter().zip(rec.iter().rev()).all(|(a, s)| *a == s.ra);
+        let eq =
+            |f: &[u64]| f.len() == n && f.iter().zip(rec.iter().rev()).all(|(a, s)| *a == s.ra);
         let slot = (h as usize) % ID_CACHE;
         let id = if self.ids[slot].0 == h && eq(stacks::frames(stacks::entry(self.ids[slot].1))) {
             self.ids[slot].1
@@ -245,7 +270,12 @@ impl Unwind {
             if ra == 0 {
                 return None;
             }
-            return Some(State { ra, sp: bp + 16, bp: nbp, flags: 0 });
+            return Some(State {
+                ra,
+                sp: bp + 16,
+                bp: nbp,
+                flags: 0,
+            });
         };
         if st.flags & IP_FRAME == 0 && is_sigreturn(st.ra) {
             // The kernel's signal frame: a ucontext sits at sp; its
@@ -254,7 +284,12 @@ impl Unwind {
             let bp = read(g + 10 * 8).ok()?;
             let sp = read(g + 15 * 8).ok()?;
             let ip = read(g + 16 * 8).ok()?;
-            return Some(State { ra: ip.wrapping_add(1), sp, bp, flags: IP_FRAME });
+            return Some(State {
+                ra: ip.wrapping_add(1),
+                sp,
+                bp,
+                flags: IP_FRAME,
+            });
         }
         let mut regs = UnwindRegsX86_64::new(st.ra, st.sp, st.bp);
         let addr = if st.flags & IP_FRAME != 0 {
@@ -263,7 +298,12 @@ impl Unwind {
             FrameAddress::from_return_address(st.ra)?
         };
         match u.unwind_frame(addr, &mut regs, &mut self.cache, &mut read) {
-            Ok(Some(ra)) if ra != 0 => Some(State { ra, sp: regs.sp(), bp: regs.bp(), flags: 0 }),
+            Ok(Some(ra)) if ra != 0 => Some(State {
+                ra,
+                sp: regs.sp(),
+                bp: regs.bp(),
+                flags: 0,
+            }),
             _ => None,
         }
     }

@@ -7,7 +7,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "memtrail", version, about = "Memory profiler for native Linux programs")]
+#[command(
+    name = "memtrail",
+    version,
+    about = "Memory profiler for native Linux programs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,7 +50,12 @@ enum Command {
         #[arg(short, long)]
         quiet: bool,
         /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "PROGRAM"
+        )]
         program: Vec<OsString>,
     },
     /// Print the summary of a profile.
@@ -70,7 +79,15 @@ pub fn main() -> Result<u8> {
         }
     };
     match cli.command {
-        Command::Run { output, stack, max_depth, no_follow, top, quiet, program } => {
+        Command::Run {
+            output,
+            stack,
+            max_depth,
+            no_follow,
+            top,
+            quiet,
+            program,
+        } => {
             let mut it = program.into_iter();
             let program = it.next().expect("clap requires a program");
             run::run(&RunOptions {

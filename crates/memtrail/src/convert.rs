@@ -25,7 +25,12 @@ fn is_wrapper(function: &str) -> bool {
 }
 
 fn mms(m: &memtrail_wire::MinMaxSum) -> mp::MinMaxSum {
-    mp::MinMaxSum { count: m.count, min: m.min, max: m.max, sum: m.sum }
+    mp::MinMaxSum {
+        count: m.count,
+        min: m.min,
+        max: m.max,
+        sum: m.sum,
+    }
 }
 
 fn merge_counters(a: &mut StackCounters, b: &StackCounters) {
@@ -66,14 +71,18 @@ fn parse_maps(text: &str) -> Vec<MapEntry> {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_owned()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
 }
 
 fn meminfo(key: &str) -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
 }
@@ -93,7 +102,11 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
         .collect();
 
     // Every distinct lookup address (return address minus one).
-    let mut addrs: Vec<u64> = d.stacks.iter().flat_map(|s| s.frames.iter().map(|f| f.wrapping_sub(1))).collect();
+    let mut addrs: Vec<u64> = d
+        .stacks
+        .iter()
+        .flat_map(|s| s.frames.iter().map(|f| f.wrapping_sub(1)))
+        .collect();
     addrs.sort_unstable();
     addrs.dedup();
     let resolved: HashMap<u64, Resolved> = addrs
@@ -102,7 +115,8 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
         .zip(memtrail_symbols::symbolize(&modules, &addrs))
         .filter_map(|(a, r)| r.map(|r| (a, r)))
         .collect();
-    let outer_fn = |a: u64| -> Option<&str> { resolved.get(&a)?.frames.last()?.function.as_deref() };
+    let outer_fn =
+        |a: u64| -> Option<&str> { resolved.get(&a)?.frames.last()?.function.as_deref() };
 
     // Drop allocator-wrapper frames at the leaf, then merge stacks that became equal.
     let mut merged: Vec<(Vec<u64>, StackCounters, u64)> = Vec::new();
@@ -110,7 +124,10 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
     let mut id_map: HashMap<u64, usize> = HashMap::new();
     for s in &d.stacks {
         let lookups: Vec<u64> = s.frames.iter().map(|f| f.wrapping_sub(1)).collect();
-        let skip = lookups.iter().take_while(|&&a| outer_fn(a).is_some_and(is_wrapper)).count();
+        let skip = lookups
+            .iter()
+            .take_while(|&&a| outer_fn(a).is_some_and(is_wrapper))
+            .count();
         // Keep at least one frame when the whole stack is wrappers.
         let skip = skip.min(lookups.len().saturating_sub(1));
         let key = lookups[skip..].to_vec();
@@ -136,8 +153,14 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
         instr.insert(
             Addr::native(*a),
             InstrEntry {
-                file: inner.file.as_deref().map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
-                function: inner.function.as_deref().map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
+                file: inner
+                    .file
+                    .as_deref()
+                    .map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
+                function: inner
+                    .function
+                    .as_deref()
+                    .map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
                 line: inner.line,
                 binary,
             },
@@ -146,8 +169,14 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
             let outer: Vec<mp::InlineFrame> = r.frames[1..]
                 .iter()
                 .map(|f| mp::InlineFrame {
-                    function: f.function.as_deref().map_or(mp::StringId::UNKNOWN, |s| strings.intern(s)),
-                    file: f.file.as_deref().map_or(mp::StringId::UNKNOWN, |s| strings.intern(s)),
+                    function: f
+                        .function
+                        .as_deref()
+                        .map_or(mp::StringId::UNKNOWN, |s| strings.intern(s)),
+                    file: f
+                        .file
+                        .as_deref()
+                        .map_or(mp::StringId::UNKNOWN, |s| strings.intern(s)),
                     line: f.line,
                 })
                 .collect();
@@ -156,10 +185,19 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
     }
 
     let exe_base = d.exe.rsplit('/').next().unwrap_or(&d.exe).to_owned();
-    let mut run = mp::Run::new(format!("memtrail-{}", env!("CARGO_PKG_VERSION")), exe_base, d.cmdline.join(" "));
+    let mut run = mp::Run::new(
+        format!("memtrail-{}", env!("CARGO_PKG_VERSION")),
+        exe_base,
+        d.cmdline.join(" "),
+    );
     run.date = crate::date::format_utc(d.start_unix_ns / 1_000_000_000);
     run.runtime = d.end_ticks.saturating_sub(d.start_ticks);
-    run.allocator = d.modules.iter().find(|m| m.path.contains("/libc.so")).map(|m| m.path.clone()).unwrap_or_default();
+    run.allocator = d
+        .modules
+        .iter()
+        .find(|m| m.path.contains("/libc.so"))
+        .map(|m| m.path.clone())
+        .unwrap_or_default();
     run.hostname = hostname();
     let mut p = Profile::new(run);
 
@@ -183,24 +221,37 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
             realloc_count: c.realloc_count,
             realloc_sum_delta: c.realloc_delta,
         };
-        p.stacks.push(StackStat::new(format!("0x{id:x}"), key.iter().map(|&a| Addr::native(a)).collect(), infos));
+        p.stacks.push(StackStat::new(
+            format!("0x{id:x}"),
+            key.iter().map(|&a| Addr::native(a)).collect(),
+            infos,
+        ));
     }
 
     for l in &d.leaks {
-        let Some(&at) = id_map.get(&l.stack) else { continue };
+        let Some(&at) = id_map.get(&l.stack) else {
+            continue;
+        };
         let stack: Vec<Addr> = merged[at].0.iter().map(|&a| Addr::native(a)).collect();
         match p.leaks.iter_mut().find(|x| x.stack == stack) {
             Some(x) => {
                 x.count += l.count;
                 x.memory += l.bytes;
             }
-            None => p.leaks.push(mp::Leak { stack, count: l.count, memory: l.bytes }),
+            None => p.leaks.push(mp::Leak {
+                stack,
+                count: l.count,
+                memory: l.bytes,
+            }),
         }
     }
     p.leaks.sort_by(|a, b| b.memory.cmp(&a.memory));
 
     for t in &d.threads {
-        let mut ts = mp::ThreadStats { cnt_mem_ops: t.mem_ops, ..Default::default() };
+        let mut ts = mp::ThreadStats {
+            cnt_mem_ops: t.mem_ops,
+            ..Default::default()
+        };
         for f in AllocFn::ALL {
             let (count, sum, time) = t.stats[f as usize];
             if let Some(cs) = ts.stats.get_mut(f.name()) {
@@ -217,8 +268,14 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
     p.mem_stats.size_map = sizes.into_iter().collect();
     let mut jumps = d.realloc_jumps.clone();
     jumps.sort_unstable();
-    p.mem_stats.realloc_jump =
-        jumps.into_iter().map(|(o, n, c)| mp::ReallocJump { old_size: o, new_size: n, count: c }).collect();
+    p.mem_stats.realloc_jump = jumps
+        .into_iter()
+        .map(|(o, n, c)| mp::ReallocJump {
+            old_size: o,
+            new_size: n,
+            count: c,
+        })
+        .collect();
 
     p.globals = mp::Globals {
         ticks_per_second: d.ticks_per_second,
@@ -241,13 +298,17 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
     ext.peak_time = d.globals.peak_ticks;
     ext.pid = d.pid;
     ext.ppid = d.ppid;
-    ext.exit = mp::ExitInfo { code: end.code, signal: end.signal };
+    ext.exit = mp::ExitInfo {
+        code: end.code,
+        signal: end.signal,
+    };
     ext.modules = d
         .modules
         .iter()
         .map(|m| mp::ModuleInfo {
             path: m.path.clone(),
-            build_id: (!m.build_id.is_empty()).then(|| m.build_id.iter().map(|b| format!("{b:02x}")).collect()),
+            build_id: (!m.build_id.is_empty())
+                .then(|| m.build_id.iter().map(|b| format!("{b:02x}")).collect()),
             lower: Addr::native(m.start),
             upper: Addr::native(m.end),
             file_offset: Addr::native(m.file_offset),

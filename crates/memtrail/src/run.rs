@@ -37,11 +37,17 @@ pub fn find_preload() -> Result<PathBuf> {
         if p.is_file() {
             return Ok(p);
         }
-        bail!("MEMTRAIL_PRELOAD names {}, which is not a file", p.display());
+        bail!(
+            "MEMTRAIL_PRELOAD names {}, which is not a file",
+            p.display()
+        );
     }
     let exe = std::env::current_exe().context("cannot locate the memtrail executable")?;
     let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [dir.join(PRELOAD_NAME), dir.join("../lib/memtrail").join(PRELOAD_NAME)] {
+    for cand in [
+        dir.join(PRELOAD_NAME),
+        dir.join("../lib/memtrail").join(PRELOAD_NAME),
+    ] {
         if cand.is_file() {
             return Ok(cand.canonicalize().unwrap_or(cand));
         }
@@ -55,7 +61,9 @@ pub fn find_preload() -> Result<PathBuf> {
 fn temp_dir() -> Result<PathBuf> {
     let base = std::env::temp_dir();
     for i in 0..100u32 {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
         let d = base.join(format!("memtrail-{}-{nanos}-{i}", std::process::id()));
         if std::fs::create_dir(&d).is_ok() {
             return Ok(d);
@@ -90,16 +98,36 @@ fn shell_code(status: std::process::ExitStatus) -> u8 {
 
 fn exe_name(d: &memtrail_wire::Dump) -> String {
     let base = d.exe.rsplit('/').next().unwrap_or("");
-    let base: String = base.chars().map(|c| if c.is_ascii_alphanumeric() || "._-+".contains(c) { c } else { '_' }).collect();
-    if base.is_empty() { "program".into() } else { base }
+    let base: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-+".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if base.is_empty() {
+        "program".into()
+    } else {
+        base
+    }
 }
 
 /// Writes a profile, creating its directory; the error names the path.
 fn write_profile(profile: &memtrail_profile::Profile, path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot write the profile to {}: cannot create {}", path.display(), dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "cannot write the profile to {}: cannot create {}",
+                path.display(),
+                dir.display()
+            )
+        })?;
     }
-    let f = std::fs::File::create(path).with_context(|| format!("cannot write the profile to {}", path.display()))?;
+    let f = std::fs::File::create(path)
+        .with_context(|| format!("cannot write the profile to {}", path.display()))?;
     profile
         .write_to(std::io::BufWriter::new(f))
         .with_context(|| format!("cannot write the profile to {}", path.display()))
@@ -134,7 +162,10 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("cannot run {}: no such program", o.program.to_string_lossy())
+            bail!(
+                "cannot run {}: no such program",
+                o.program.to_string_lossy()
+            )
         }
         Err(e) => bail!("cannot run {}: {e}", o.program.to_string_lossy()),
     };
@@ -144,11 +175,17 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     set_signals(libc::SIG_DFL);
     let status = status.context("waiting for the program")?;
     let code = shell_code(status);
-    let end = ProcessEnd { code: status.code(), signal: status.signal() };
+    let end = ProcessEnd {
+        code: status.code(),
+        signal: status.signal(),
+    };
 
     // Every dump left in the directory: the started process and its children.
     let mut dumps = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
     entries.sort();
     for path in entries {
         let bytes = std::fs::read(&path)?;
@@ -166,7 +203,10 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         return Ok(if code == 0 { 1 } else { code });
     };
     let main = dumps.swap_remove(main_pos);
-    let out = o.output.clone().unwrap_or_else(|| PathBuf::from(format!("memtrail-{}-{pid}.json", exe_name(&main))));
+    let out = o
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("memtrail-{}-{pid}.json", exe_name(&main))));
     let profile = convert::to_profile(&main, &end);
     let mut failed = false;
     if let Err(e) = write_profile(&profile, &out) {
@@ -176,7 +216,9 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     // Children: beside the main profile, in <stem>.children/.
     let mut child_dir = None;
     if !dumps.is_empty() {
-        let stem = out.file_stem().map_or_else(|| "memtrail".into(), |s| s.to_string_lossy().into_owned());
+        let stem = out
+            .file_stem()
+            .map_or_else(|| "memtrail".into(), |s| s.to_string_lossy().into_owned());
         let cdir = out.with_file_name(format!("{stem}.children"));
         for d in &dumps {
             let p = convert::to_profile(d, &ProcessEnd::default());
@@ -199,7 +241,11 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             eprintln!("memtrail: profile written to {}", out.display());
         }
         if let Some(cdir) = child_dir {
-            eprintln!("memtrail: {} child process profile(s) in {}", dumps.len(), cdir.display());
+            eprintln!(
+                "memtrail: {} child process profile(s) in {}",
+                dumps.len(),
+                cdir.display()
+            );
         }
     }
     if failed {
