@@ -43,6 +43,14 @@ fn timed() -> bool {
     crate::config::get().stack_mode != StackMode::None
 }
 
+/// Whether every event reads the clock up front (not when sampling: only a
+/// sampled block needs a time, and it reads it itself).
+#[inline(always)]
+fn timed_upfront() -> bool {
+    let c = crate::config::get();
+    c.stack_mode != StackMode::None && c.sample_every == 0
+}
+
 /// Clock reads of one event: `t0` before the real call (0 when not needed),
 /// and whether this call's duration is sampled.
 struct Clock {
@@ -55,7 +63,11 @@ impl Clock {
     fn start(st: &mut ThreadState) -> Clock {
         st.calls = st.calls.wrapping_add(1);
         let sampled = st.calls % CALL_SAMPLE == 0;
-        let t0 = if sampled || timed() { ticks() } else { 0 };
+        let t0 = if sampled || timed_upfront() {
+            ticks()
+        } else {
+            0
+        };
         Clock { t0, sampled }
     }
 
@@ -161,7 +173,7 @@ fn on_alloc(
     f: AllocFn,
     p: *mut c_void,
     size: usize,
-    t0: u64,
+    mut t0: u64,
     dt: u64,
     fp: u64,
 ) -> u32 {
@@ -171,38 +183,88 @@ fn on_alloc(
     s.2 += dt;
     st.mem_ops += 1;
     if p.is_null() {
-        return 0;
+        return NOT_RECORDED;
     }
-    st.sizes.add(size as u64, 1);
+    // Count and byte weights: 1 and the size, or a sample's estimate.
+    let (cw, bw) = match st.sampler.as_mut() {
+        None => (1, size as u64),
+        Some(s) => match s.take(size as u64) {
+            None => return NOT_RECORDED,
+            Some(cw) => {
+                if t0 == 0 && timed() {
+                    t0 = ticks();
+                }
+                crate::sampler::mark(p as u64);
+                (
+                    cw,
+                    crate::sampler::bytes_weight(size as u64, crate::config::get().sample_every),
+                )
+            }
+        },
+    };
+    st.sizes.add(size as u64, cw);
     let id = stack(st, fp);
     let ps = st.stacks.get(id);
-    ps.alloc.add(size as u64);
+    ps.alloc.add_weighted(size as u64, cw, bw);
     if size == 0 {
-        ps.zeros += 1;
+        ps.zeros += cw;
     }
-    ps.add_alive(id, size as i64);
-    global_alive(&mut st.pending, size as i64, t0);
+    ps.add_alive(id, bw as i64);
+    global_alive(&mut st.pending, bw as i64, t0);
     live::insert(live::Entry {
         addr: p as u64,
         size: size as u64,
         time: t0,
         stack: id,
-        _pad: 0,
+        _pad: cw.min(u32::MAX as u64) as u32,
     });
     id
 }
 
+/// `on_alloc`'s answer when the block was not recorded (failed or not sampled).
+const NOT_RECORDED: u32 = u32::MAX;
+
+/// Weights of a recorded block (see `on_alloc`).
+#[inline(always)]
+fn weights(e: &live::Entry) -> (u64, u64) {
+    let mean = crate::config::get().sample_every;
+    if mean == 0 {
+        (1, e.size)
+    } else {
+        (e._pad as u64, crate::sampler::bytes_weight(e.size, mean))
+    }
+}
+
+/// Removes a block from the live table, skipping the table for blocks that
+/// certainly were not sampled.
+#[inline(always)]
+fn take_live(p: u64) -> Option<live::Entry> {
+    if crate::config::get().sample_every != 0 {
+        if !crate::sampler::maybe(p) {
+            return None;
+        }
+        let e = live::remove(p)?;
+        crate::sampler::unmark(p);
+        return Some(e);
+    }
+    live::remove(p)
+}
+
 /// Charges a released block to the stack that allocated it.
 #[inline(always)]
-fn on_release(st: &mut ThreadState, e: &live::Entry, now: u64) {
-    let ps = st.stacks.get(e.stack);
-    ps.free.add(e.size);
-    if now != 0 {
-        ps.lifetime
-            .add(now.wrapping_sub(e.time).min(i64::MAX as u64));
+fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
+    if now == 0 && e.time != 0 {
+        now = ticks();
     }
-    ps.add_alive(e.stack, -(e.size as i64));
-    global_alive(&mut st.pending, -(e.size as i64), now);
+    let (cw, bw) = weights(e);
+    let ps = st.stacks.get(e.stack);
+    ps.free.add_weighted(e.size, cw, bw);
+    if now != 0 {
+        let lt = now.wrapping_sub(e.time).min(i64::MAX as u64);
+        ps.lifetime.add_weighted(lt, cw, lt.saturating_mul(cw));
+    }
+    ps.add_alive(e.stack, -(bw as i64));
+    global_alive(&mut st.pending, -(bw as i64), now);
 }
 
 #[inline(always)]
@@ -278,12 +340,13 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     let st = h.st();
     let mut size = 0;
     if !p.is_null() {
-        match live::remove(p as u64) {
+        match take_live(p as u64) {
             Some(e) => {
                 size = e.size;
                 on_release(st, &e, c.t0);
             }
-            None => st.unknown_frees += 1,
+            None if st.sampler.is_none() => st.unknown_frees += 1,
+            None => {}
         }
     }
     fwd(p);
@@ -339,6 +402,9 @@ unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         // Failed: the old block is untouched and still alive.
         if let Some(e) = old {
             live::insert(e);
+            if st.sampler.is_some() {
+                crate::sampler::mark(e.addr);
+            }
         }
         let s = &mut st.stats[AllocFn::Realloc as usize];
         s.0 += 1;
@@ -349,7 +415,7 @@ unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     let old_size = old.map_or(0, |e| e.size);
     if let Some(e) = old {
         on_release(st, &e, t0);
-    } else if !p.is_null() {
+    } else if !p.is_null() && st.sampler.is_none() {
         st.unknown_frees += 1;
     }
     if q.is_null() {
@@ -361,6 +427,9 @@ unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         return q;
     }
     let id = on_alloc(st, AllocFn::Realloc, q, size, t0, dt, fp);
+    if id == NOT_RECORDED {
+        return q;
+    }
     let ps = st.stacks.get(id);
     ps.realloc_count += 1;
     ps.realloc_delta += size as i64 - old_size as i64;

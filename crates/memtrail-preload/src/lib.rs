@@ -23,6 +23,7 @@ mod hooks;
 mod live;
 mod modules;
 mod real;
+mod sampler;
 mod signals;
 mod stacks;
 mod state;

@@ -32,6 +32,8 @@ pub struct ThreadState {
     /// Requested bytes alive not yet added to the shared counter.
     pub pending: i64,
     pub unwind: Option<Unwind>,
+    /// Set in `--sample-every` mode.
+    pub sampler: Option<crate::sampler::Sampler>,
     pub unknown_frees: u64,
     pub truncated: u64,
     pub dead: bool,
@@ -61,6 +63,12 @@ impl ThreadState {
             jumps: Histogram::new(),
             pending: 0,
             unwind,
+            sampler: (cfg.sample_every > 0).then(|| {
+                crate::sampler::Sampler::new(
+                    cfg.sample_every,
+                    crate::hooks::ticks() ^ (number << 32) ^ 0x5eed,
+                )
+            }),
             unknown_frees: 0,
             truncated: 0,
             dead: false,

@@ -77,9 +77,16 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::NotADump => write!(f, "not a memtrail dump"),
-            DecodeError::Truncated => write!(f, "dump is truncated (the process died while writing it)"),
-            DecodeError::UnsupportedVersion(v) => write!(f, "dump format version {v} is not supported (expected {VERSION})"),
-            DecodeError::BadRecord { tag, offset } => write!(f, "bad record (tag {tag}) at byte {offset}"),
+            DecodeError::Truncated => {
+                write!(f, "dump is truncated (the process died while writing it)")
+            }
+            DecodeError::UnsupportedVersion(v) => write!(
+                f,
+                "dump format version {v} is not supported (expected {VERSION})"
+            ),
+            DecodeError::BadRecord { tag, offset } => {
+                write!(f, "bad record (tag {tag}) at byte {offset}")
+            }
         }
     }
 }
@@ -108,7 +115,10 @@ impl<'a> Reader<'a> {
                 return Ok(v);
             }
         }
-        Err(DecodeError::BadRecord { tag: 0, offset: self.pos })
+        Err(DecodeError::BadRecord {
+            tag: 0,
+            offset: self.pos,
+        })
     }
     fn i(&mut self) -> Result<i64, DecodeError> {
         let z = self.u()?;
@@ -125,19 +135,31 @@ impl<'a> Reader<'a> {
         Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
     }
     fn mms(&mut self) -> Result<MinMaxSum, DecodeError> {
-        Ok(MinMaxSum { count: self.u()?, min: self.u()?, max: self.u()?, sum: self.u()? })
+        Ok(MinMaxSum {
+            count: self.u()?,
+            min: self.u()?,
+            max: self.u()?,
+            sum: self.u()?,
+        })
     }
 }
 
 /// Decodes a whole dump.
 pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
     if buf.len() < MAGIC.len() {
-        return Err(if MAGIC.starts_with(buf) { DecodeError::Truncated } else { DecodeError::NotADump });
+        return Err(if MAGIC.starts_with(buf) {
+            DecodeError::Truncated
+        } else {
+            DecodeError::NotADump
+        });
     }
     if &buf[..MAGIC.len()] != MAGIC {
         return Err(DecodeError::NotADump);
     }
-    let mut r = Reader { buf, pos: MAGIC.len() };
+    let mut r = Reader {
+        buf,
+        pos: MAGIC.len(),
+    };
     let mut d = Dump::default();
     let mut seen_header = false;
     loop {
@@ -183,7 +205,11 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 for _ in 0..n {
                     frames.push(r.u()?);
                 }
-                d.stacks.push(StackRec { id, frames, counters: StackCounters::default() });
+                d.stacks.push(StackRec {
+                    id,
+                    frames,
+                    counters: StackCounters::default(),
+                });
             }
             Tag::StackStats => {
                 let id = r.u()?;
@@ -207,7 +233,11 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 }
             }
             Tag::Thread => {
-                let mut th = ThreadRec { number: r.u()?, mem_ops: r.u()?, ..Default::default() };
+                let mut th = ThreadRec {
+                    number: r.u()?,
+                    mem_ops: r.u()?,
+                    ..Default::default()
+                };
                 for s in th.stats.iter_mut() {
                     *s = (r.u()?, r.u()?, r.u()?);
                 }
@@ -215,7 +245,11 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
             }
             Tag::Size => d.sizes.push((r.u()?, r.u()?)),
             Tag::ReallocJump => d.realloc_jumps.push((r.u()?, r.u()?, r.u()?)),
-            Tag::Leak => d.leaks.push(LeakRec { stack: r.u()?, count: r.u()?, bytes: r.u()? }),
+            Tag::Leak => d.leaks.push(LeakRec {
+                stack: r.u()?,
+                count: r.u()?,
+                bytes: r.u()?,
+            }),
             Tag::Globals => {
                 d.globals = Globals {
                     peak_requested: r.u()?,
@@ -269,7 +303,10 @@ mod tests {
         c.realloc_delta = -5;
         c.alive = -7;
         e.stack_counters(3, &c);
-        e.globals(&Globals { peak_requested: 10, ..Default::default() });
+        e.globals(&Globals {
+            peak_requested: 10,
+            ..Default::default()
+        });
         e.tag(Tag::End);
         e.sink.0
     }

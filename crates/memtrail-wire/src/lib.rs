@@ -197,6 +197,20 @@ impl MinMaxSum {
         self.sum = self.sum.wrapping_add(v);
     }
 
+    /// Adds a value that stands for `count` values summing to `sum` (a
+    /// sample's estimate); min and max stay those of values actually seen.
+    #[inline]
+    pub fn add_weighted(&mut self, v: u64, count: u64, sum: u64) {
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        if v > self.max {
+            self.max = v;
+        }
+        self.count += count;
+        self.sum = self.sum.wrapping_add(sum);
+    }
+
     pub fn merge(&mut self, o: &MinMaxSum) {
         if o.count == 0 {
             return;

@@ -43,6 +43,11 @@ enum Command {
         /// Do not profile child processes (forks and the programs they run).
         #[arg(long)]
         no_follow: bool,
+        /// Sample instead of recording every allocation: on average one
+        /// sample per BYTES allocated (Poisson sampling by bytes); counts and
+        /// bytes in the profile are then estimates.
+        #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+        sample_every: Option<u64>,
         /// Number of rows in each table of the summary.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -84,6 +89,7 @@ pub fn main() -> Result<u8> {
             stack,
             max_depth,
             no_follow,
+            sample_every,
             top,
             quiet,
             program,
@@ -97,6 +103,7 @@ pub fn main() -> Result<u8> {
                 stack,
                 max_depth,
                 follow: !no_follow,
+                sample_every,
                 top,
                 quiet,
             })

@@ -23,6 +23,7 @@ pub struct RunOptions {
     pub stack: StackArg,
     pub max_depth: u32,
     pub follow: bool,
+    pub sample_every: Option<u64>,
     pub top: usize,
     pub quiet: bool,
 }
@@ -148,10 +149,11 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         StackArg::None => "none",
     };
     let opts = format!(
-        "stack={stack},depth={},follow={},parent={}",
+        "stack={stack},depth={},follow={},parent={},sample={}",
         o.max_depth,
         u8::from(o.follow),
-        std::process::id()
+        std::process::id(),
+        o.sample_every.unwrap_or(0)
     );
     let mut child = match Command::new(&o.program)
         .args(&o.args)

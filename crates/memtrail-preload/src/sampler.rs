@@ -1,0 +1,108 @@
+//! Sampling by bytes (`--sample-every BYTES`), as jemalloc, tcmalloc and
+//! heapprofd do: sample points fall on the stream of allocated bytes as a
+//! Poisson process of mean gap S; an allocation is sampled when at least one
+//! point falls in it, which happens with probability p = 1 - e^(-n/S). A
+//! sampled allocation of n bytes stands for 1/p allocations and n/p bytes,
+//! so every per-stack sum is an unbiased estimate. An unsampled allocation
+//! costs one subtraction.
+//!
+//! A free must find out cheaply whether its block was sampled: a counting
+//! filter over addresses (one byte per bucket, shared, rarely written) says
+//! "certainly not" for almost every unsampled block without taking a lock.
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+pub struct Sampler {
+    left: i64,
+    rng: u64,
+    mean: f64,
+}
+
+impl Sampler {
+    pub fn new(mean: u64, seed: u64) -> Sampler {
+        let mut s = Sampler {
+            left: 0,
+            rng: seed | 1,
+            mean: mean as f64,
+        };
+        s.left = s.gap();
+        s
+    }
+
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in (0, 1].
+    fn uniform(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+
+    fn gap(&mut self) -> i64 {
+        (-self.uniform().ln() * self.mean).min(i64::MAX as f64 / 2.0) as i64 + 1
+    }
+
+    /// Whether an allocation of `size` bytes is sampled; if so, its count
+    /// weight (1/p, rounded without bias).
+    #[inline(always)]
+    pub fn take(&mut self, size: u64) -> Option<u64> {
+        self.left -= size as i64;
+        if self.left > 0 {
+            return None;
+        }
+        self.left = self.gap();
+        let w = 1.0 / probability(size, self.mean);
+        let whole = w.floor();
+        let extra = (self.uniform() <= w - whole) as u64;
+        Some(whole as u64 + extra)
+    }
+}
+
+fn probability(size: u64, mean: f64) -> f64 {
+    (1.0 - (-(size as f64) / mean).exp()).max(f64::MIN_POSITIVE)
+}
+
+/// Estimated bytes a sampled block of `size` stands for (a function of the
+/// size alone, so a free computes the same value as the allocation did).
+pub fn bytes_weight(size: u64, mean: u64) -> u64 {
+    (size as f64 / probability(size, mean as f64)).round() as u64
+}
+
+const FILTER_BITS: u32 = 20;
+static FILTER: [AtomicU8; 1 << FILTER_BITS] = [const { AtomicU8::new(0) }; 1 << FILTER_BITS];
+
+/// One bucket per 4 KiB page (with the address bits above 4 GiB folded in),
+/// so that the filter is read with the heap's own locality rather than a
+/// cache miss per free.
+#[inline(always)]
+fn bucket(addr: u64) -> usize {
+    let page = addr >> 12;
+    ((page ^ (page >> FILTER_BITS).wrapping_mul(0x9E37_79B9)) & ((1 << FILTER_BITS) - 1)) as usize
+}
+
+/// A sampled block is alive at `addr`.
+pub fn mark(addr: u64) {
+    let b = &FILTER[bucket(addr)];
+    // Saturate at 255: such a bucket stays "maybe" for good.
+    let _ = b.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        (v < 255).then_some(v + 1)
+    });
+}
+
+/// The sampled block at `addr` was freed.
+pub fn unmark(addr: u64) {
+    let b = &FILTER[bucket(addr)];
+    let _ = b.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        (v > 0 && v < 255).then(|| v - 1)
+    });
+}
+
+/// False when no sampled block can be at `addr`.
+#[inline(always)]
+pub fn maybe(addr: u64) -> bool {
+    FILTER[bucket(addr)].load(Ordering::Relaxed) != 0
+}
