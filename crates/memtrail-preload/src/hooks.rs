@@ -14,17 +14,6 @@ use core::sync::atomic::Ordering;
 use memtrail_wire::{AllocFn, StackMode};
 
 #[inline(always)]
-fn frame_pointer() -> u64 {
-    let fp: u64;
-    // SAFETY: reads a register; the workspace is built with frame pointers,
-    // so rbp is this hook's frame pointer.
-    unsafe {
-        core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
-    };
-    fp
-}
-
-#[inline(always)]
 pub fn ticks() -> u64 {
     // SAFETY: rdtsc has no preconditions on x86-64.
     unsafe { core::arch::x86_64::_rdtsc() }
@@ -147,7 +136,9 @@ fn enter() -> Option<Hook> {
 /// Counts an event that happened where recording was impossible.
 #[inline(always)]
 fn unrecorded() {
-    if state::ready() {
+    // Never `state::ready()` here: during start-up the starting thread's own
+    // nested calls land here, and ready() would wait for start-up to end.
+    if state::get() == state::State::Recording {
         UNRECORDED.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -293,17 +284,13 @@ macro_rules! alloc_hook {
 
 /// # Safety
 /// Called as C's malloc.
-#[no_mangle]
-pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    let fp = frame_pointer();
+unsafe extern "C" fn malloc_impl(size: usize, fp: u64) -> *mut c_void {
     alloc_hook!(fp, AllocFn::Malloc, size, fwd_malloc(size))
 }
 
 /// # Safety
 /// Called as C's calloc.
-#[no_mangle]
-pub unsafe extern "C" fn calloc(n: usize, m: usize) -> *mut c_void {
-    let fp = frame_pointer();
+unsafe extern "C" fn calloc_impl(n: usize, m: usize, fp: u64) -> *mut c_void {
     let size = n.checked_mul(m).unwrap_or(0);
     let call = || match real::calloc() {
         // SAFETY: the real calloc.
@@ -359,10 +346,8 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     st.mem_ops += 1;
 }
 
-// Inlined: the hooks pass their own frame pointer, which must stay valid
-// (a tail call from the hook would pop that frame first).
 #[inline(always)]
-unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
+unsafe fn realloc_common(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     let fwd = |p, size| match real::realloc() {
         // SAFETY: the real realloc on a pointer of the real allocator.
         Some(f) => unsafe { f(p, size) },
@@ -441,21 +426,17 @@ unsafe fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
 
 /// # Safety
 /// Called as C's realloc.
-#[no_mangle]
-pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
-    let fp = frame_pointer();
+unsafe extern "C" fn realloc_impl(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     // SAFETY: forwarded contract.
-    unsafe { realloc_impl(p, size, fp) }
+    unsafe { realloc_common(p, size, fp) }
 }
 
 /// # Safety
 /// Called as C's reallocarray.
-#[no_mangle]
-pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, m: usize) -> *mut c_void {
-    let fp = frame_pointer();
+unsafe extern "C" fn reallocarray_impl(p: *mut c_void, n: usize, m: usize, fp: u64) -> *mut c_void {
     match n.checked_mul(m) {
         // SAFETY: forwarded contract.
-        Some(size) => unsafe { realloc_impl(p, size, fp) },
+        Some(size) => unsafe { realloc_common(p, size, fp) },
         None => {
             // SAFETY: errno location is valid.
             unsafe { *libc::__errno_location() = libc::ENOMEM };
@@ -466,9 +447,12 @@ pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, m: usize) -> *mu
 
 /// # Safety
 /// Called as C's posix_memalign.
-#[no_mangle]
-pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
-    let fp = frame_pointer();
+unsafe extern "C" fn posix_memalign_impl(
+    out: *mut *mut c_void,
+    align: usize,
+    size: usize,
+    fp: u64,
+) -> c_int {
     let call = || match real::posix_memalign() {
         // SAFETY: the real function with the caller's arguments.
         Some(f) => unsafe { f(out, align, size) },
@@ -503,9 +487,7 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
 
 /// # Safety
 /// Called as C's aligned_alloc.
-#[no_mangle]
-pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    let fp = frame_pointer();
+unsafe extern "C" fn aligned_alloc_impl(align: usize, size: usize, fp: u64) -> *mut c_void {
     let call = || match real::aligned_alloc() {
         // SAFETY: the real function.
         Some(f) => unsafe { f(align, size) },
@@ -516,9 +498,7 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 
 /// # Safety
 /// Called as C's memalign.
-#[no_mangle]
-pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    let fp = frame_pointer();
+unsafe extern "C" fn memalign_impl(align: usize, size: usize, fp: u64) -> *mut c_void {
     let call = || match real::memalign() {
         // SAFETY: the real function.
         Some(f) => unsafe { f(align, size) },
@@ -529,9 +509,7 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 
 /// # Safety
 /// Called as C's valloc.
-#[no_mangle]
-pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
-    let fp = frame_pointer();
+unsafe extern "C" fn valloc_impl(size: usize, fp: u64) -> *mut c_void {
     let call = || match real::valloc() {
         // SAFETY: the real function.
         Some(f) => unsafe { f(size) },
@@ -542,9 +520,7 @@ pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
 
 /// # Safety
 /// Called as C's pvalloc.
-#[no_mangle]
-pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    let fp = frame_pointer();
+unsafe extern "C" fn pvalloc_impl(size: usize, fp: u64) -> *mut c_void {
     let call = || match real::pvalloc() {
         // SAFETY: the real function.
         Some(f) => unsafe { f(size) },
@@ -552,6 +528,87 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
     };
     alloc_hook!(fp, AllocFn::Pvalloc, size, call())
 }
+
+// ---- the exported entry points ----
+//
+// Each hook that records a stack is entered through a naked trampoline that
+// pushes a standard frame record (saved rbp, return address) and passes its
+// address to the implementation. The unwinder starts from that record, so
+// capturing the caller's stack depends on no compiler setting (frame
+// pointers or not, inlining, tail calls) in this library.
+
+macro_rules! trampoline {
+    ($name:ident, $imp:ident, $reg:literal, ($($arg:ident: $ty:ty),*) $($ret:tt)*) => {
+        /// # Safety
+        /// Called as the C function of the same name.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) $($ret)* {
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                "push rbp",
+                ".cfi_adjust_cfa_offset 8",
+                ".cfi_rel_offset rbp, 0",
+                "mov rbp, rsp",
+                concat!("mov ", $reg, ", rsp"),
+                "call {imp}",
+                "pop rbp",
+                ".cfi_adjust_cfa_offset -8",
+                ".cfi_restore rbp",
+                "ret",
+                ".cfi_endproc",
+                imp = sym $imp,
+            )
+        }
+    };
+}
+
+/// The same for six-argument functions: the record's address goes as a
+/// seventh argument, on the stack.
+macro_rules! trampoline6 {
+    ($name:ident, $imp:ident, ($($arg:ident: $ty:ty),*) $($ret:tt)*) => {
+        /// # Safety
+        /// Called as the C function of the same name.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) $($ret)* {
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                "push rbp",
+                ".cfi_adjust_cfa_offset 8",
+                ".cfi_rel_offset rbp, 0",
+                "mov rbp, rsp",
+                "sub rsp, 8",
+                ".cfi_adjust_cfa_offset 8",
+                "push rbp",
+                ".cfi_adjust_cfa_offset 8",
+                "call {imp}",
+                "add rsp, 16",
+                ".cfi_adjust_cfa_offset -16",
+                "pop rbp",
+                ".cfi_adjust_cfa_offset -8",
+                ".cfi_restore rbp",
+                "ret",
+                ".cfi_endproc",
+                imp = sym $imp,
+            )
+        }
+    };
+}
+
+trampoline!(malloc, malloc_impl, "rsi", (size: usize) -> *mut c_void);
+trampoline!(calloc, calloc_impl, "rdx", (n: usize, m: usize) -> *mut c_void);
+trampoline!(realloc, realloc_impl, "rdx", (p: *mut c_void, size: usize) -> *mut c_void);
+trampoline!(reallocarray, reallocarray_impl, "rcx", (p: *mut c_void, n: usize, m: usize) -> *mut c_void);
+trampoline!(posix_memalign, posix_memalign_impl, "rcx", (out: *mut *mut c_void, align: usize, size: usize) -> c_int);
+trampoline!(aligned_alloc, aligned_alloc_impl, "rdx", (align: usize, size: usize) -> *mut c_void);
+trampoline!(memalign, memalign_impl, "rdx", (align: usize, size: usize) -> *mut c_void);
+trampoline!(valloc, valloc_impl, "rsi", (size: usize) -> *mut c_void);
+trampoline!(pvalloc, pvalloc_impl, "rsi", (size: usize) -> *mut c_void);
+trampoline!(munmap, munmap_impl, "rdx", (a: *mut c_void, len: usize) -> c_int);
+trampoline!(mremap, mremap_impl, "r9", (a: *mut c_void, old: usize, new: usize, flags: c_int, new_addr: *mut c_void) -> *mut c_void);
+trampoline6!(mmap, mmap_impl, (a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void);
+trampoline6!(mmap64, mmap64_impl, (a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void);
 
 // ---- mappings ----
 
@@ -569,16 +626,15 @@ fn on_map(fp: u64, len: usize, unmap: bool) {
 
 /// # Safety
 /// Called as C's mmap.
-#[no_mangle]
-pub unsafe extern "C" fn mmap(
+unsafe extern "C" fn mmap_impl(
     a: *mut c_void,
     len: usize,
     prot: c_int,
     flags: c_int,
     fd: c_int,
     off: libc::off_t,
+    fp: u64,
 ) -> *mut c_void {
-    let fp = frame_pointer();
     let r = match real::mmap() {
         // SAFETY: the real mmap with the caller's arguments.
         Some(f) => unsafe { f(a, len, prot, flags, fd, off) },
@@ -595,16 +651,15 @@ pub unsafe extern "C" fn mmap(
 
 /// # Safety
 /// Called as C's mmap64 (the same function on 64-bit Linux).
-#[no_mangle]
-pub unsafe extern "C" fn mmap64(
+unsafe extern "C" fn mmap64_impl(
     a: *mut c_void,
     len: usize,
     prot: c_int,
     flags: c_int,
     fd: c_int,
     off: libc::off_t,
+    fp: u64,
 ) -> *mut c_void {
-    let fp = frame_pointer();
     let r = match real::mmap() {
         // SAFETY: as in mmap.
         Some(f) => unsafe { f(a, len, prot, flags, fd, off) },
@@ -621,9 +676,7 @@ pub unsafe extern "C" fn mmap64(
 
 /// # Safety
 /// Called as C's munmap.
-#[no_mangle]
-pub unsafe extern "C" fn munmap(a: *mut c_void, len: usize) -> c_int {
-    let fp = frame_pointer();
+unsafe extern "C" fn munmap_impl(a: *mut c_void, len: usize, fp: u64) -> c_int {
     let r = match real::munmap() {
         // SAFETY: the real munmap.
         Some(f) => unsafe { f(a, len) },
@@ -639,15 +692,14 @@ pub unsafe extern "C" fn munmap(a: *mut c_void, len: usize) -> c_int {
 /// # Safety
 /// Called as C's mremap (variadic in C; the optional fifth argument is
 /// passed in a register either way on x86-64).
-#[no_mangle]
-pub unsafe extern "C" fn mremap(
+unsafe extern "C" fn mremap_impl(
     a: *mut c_void,
     old: usize,
     new: usize,
     flags: c_int,
     new_addr: *mut c_void,
+    fp: u64,
 ) -> *mut c_void {
-    let fp = frame_pointer();
     let r = match real::mremap() {
         // SAFETY: the real mremap.
         Some(f) => unsafe { f(a, old, new, flags, new_addr) },

@@ -27,6 +27,13 @@ use framehop::{FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
 /// (the frame after a signal frame), rather than a return address.
 const IP_FRAME: u8 = 1;
 
+/// Per-frame facts about the step from a frame to its caller:
+/// the step's results (return address, sp, the words it reads) depend on
+/// the incoming bp (an rbp-based CFA, or a frame-pointer walk);
+const BP_DEP: u8 = 1;
+/// the caller's bp comes from the stack (or the CFA), not from the incoming bp.
+const BP_RESTORED: u8 = 2;
+
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct State {
     ra: u64,
@@ -40,6 +47,7 @@ struct State {
 /// state and whose words all still hold the same values is that stack again.
 struct Snapshot {
     first: State,
+    bp_matters: bool,
     reads: Vec<(u64, u64)>,
     id: StackId,
     valid: bool,
@@ -59,12 +67,22 @@ pub struct Unwind {
     rec_hash: Vec<u64>,
     rec_rd: Vec<u32>, // reads of frame i are reads[rec_rd[i]..rec_rd[i+1]]
     reads: Vec<(u64, u64)>,
+    /// `bp_matters[i]`: whether the incoming bp of frame i can change the
+    /// unwinding of frames i..=0 (through a BP_DEP frame reached before a
+    /// BP_RESTORED one). Where it cannot, states are compared without bp:
+    /// in code built without frame pointers rbp is an ordinary register
+    /// whose value changes from call to call.
+    rec_bp_matters: Vec<bool>,
+    rec_dep: Vec<u8>,
     rec_valid: bool,
     rec_id: StackId,
     // Scratch for the new leaf frames, leaf first.
     tmp: Vec<State>,
     tmp_rd: Vec<u32>,
+    tmp_dep: Vec<u8>,
     tmp_reads: Vec<(u64, u64)>,
+    /// Facts about the last step (BP_DEP, BP_RESTORED).
+    last_dep: u8,
     cache: alloc::boxed::Box<CacheX86_64<MustNotAllocateDuringUnwind>>,
     ids: Vec<(u64, StackId)>,
     pub stack_lo: u64,
@@ -85,6 +103,7 @@ impl Unwind {
             snaps: (0..SNAPSHOTS)
                 .map(|_| Snapshot {
                     first: State::default(),
+                    bp_matters: true,
                     reads: Vec::with_capacity(SNAPSHOT_READS),
                     id: 0,
                     valid: false,
@@ -98,10 +117,14 @@ impl Unwind {
             rec_hash: Vec::with_capacity(max_depth + 1),
             rec_rd: Vec::with_capacity(max_depth + 2),
             reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
+            rec_bp_matters: Vec::with_capacity(max_depth + 1),
+            rec_dep: Vec::with_capacity(max_depth + 1),
             rec_valid: false,
             rec_id: 0,
             tmp: Vec::with_capacity(max_depth + 1),
             tmp_rd: Vec::with_capacity(max_depth + 2),
+            tmp_dep: Vec::with_capacity(max_depth + 1),
+            last_dep: 0,
             tmp_reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
             cache: alloc::boxed::Box::new(CacheX86_64::new_in()),
             ids: vec![(0, 0); ID_CACHE],
@@ -143,6 +166,7 @@ impl Unwind {
         };
         self.tmp.clear();
         self.tmp_rd.clear();
+        self.tmp_dep.clear();
         self.tmp_reads.clear();
         let unwinder = if self.dwarf {
             let p = modules::UNWINDER.load(Ordering::Acquire);
@@ -189,7 +213,7 @@ impl Unwind {
                     cursor -= 1;
                 }
                 if cursor > 0
-                    && self.rec[cursor - 1] == st
+                    && same_state(&self.rec[cursor - 1], &st, self.rec_bp_matters[cursor - 1])
                     && self.reads_unchanged(cursor - 1, lo, hi)
                 {
                     matched = Some(cursor - 1);
@@ -202,7 +226,9 @@ impl Unwind {
             }
             self.tmp.push(st);
             self.tmp_rd.push(self.tmp_reads.len() as u32);
-            match self.step(st, unwinder, lo, hi) {
+            let next = self.step(st, unwinder, lo, hi);
+            self.tmp_dep.push(self.last_dep);
+            match next {
                 Some(next) => st = next,
                 None => {
                     // An address outside every known module may belong to a
@@ -219,9 +245,12 @@ impl Unwind {
                             self.tmp_reads.truncate(r as usize);
                             self.tmp.pop();
                             // Retry this frame with the new module list.
+                            self.tmp_dep.pop();
                             self.tmp.push(st);
                             self.tmp_rd.push(self.tmp_reads.len() as u32);
-                            if let Some(next) = self.step(st, Some(u), lo, hi) {
+                            let next = self.step(st, Some(u), lo, hi);
+                            self.tmp_dep.push(self.last_dep);
+                            if let Some(next) = next {
                                 st = next;
                                 continue;
                             }
@@ -247,6 +276,8 @@ impl Unwind {
             self.rec_rd[keep] as usize
         };
         self.rec.truncate(keep);
+        self.rec_dep.truncate(keep);
+        self.rec_bp_matters.truncate(keep);
         self.rec_hash.truncate(keep);
         self.rec_rd.truncate(keep);
         self.reads.truncate(keep_reads);
@@ -261,6 +292,11 @@ impl Unwind {
             let (a, b) = (self.tmp_rd[j] as usize, self.tmp_rd[j + 1] as usize);
             self.reads.extend_from_slice(&self.tmp_reads[a..b]);
             h = stacks::mix(h, s.ra);
+            let dep = self.tmp_dep.get(j).copied().unwrap_or(BP_DEP);
+            let above = self.rec_bp_matters.last().copied().unwrap_or(false);
+            self.rec_bp_matters
+                .push(dep & BP_DEP != 0 || (dep & BP_RESTORED == 0 && above));
+            self.rec_dep.push(dep);
             self.rec.push(s);
             self.rec_hash.push(h);
         }
@@ -289,6 +325,7 @@ impl Unwind {
             let s = &mut self.snaps[self.snap_next];
             self.snap_next = (self.snap_next + 1) % SNAPSHOTS;
             s.first = first;
+            s.bp_matters = self.rec_bp_matters.last().copied().unwrap_or(true);
             s.reads.clear();
             s.reads.extend_from_slice(&self.reads);
             s.id = id;
@@ -311,6 +348,7 @@ impl Unwind {
     /// Unwinds one frame; logs every stack word read into tmp_reads.
     #[inline]
     fn step(&mut self, st: State, unwinder: Option<&Fh>, lo: u64, hi: u64) -> Option<State> {
+        self.last_dep = BP_DEP;
         let reads = &mut self.tmp_reads;
         let mut read = |a: u64| -> Result<u64, ()> {
             if a < lo || a + 8 > hi || a % 8 != 0 || reads.len() >= reads.capacity() {
@@ -346,6 +384,7 @@ impl Unwind {
             let bp = read(g + 10 * 8).ok()?;
             let sp = read(g + 15 * 8).ok()?;
             let ip = read(g + 16 * 8).ok()?;
+            self.last_dep = BP_RESTORED;
             return Some(State {
                 ra: ip.wrapping_add(1),
                 sp,
@@ -359,7 +398,8 @@ impl Unwind {
         } else {
             FrameAddress::from_return_address(st.ra)?
         };
-        match u.unwind_frame(addr, &mut regs, &mut self.cache, &mut read) {
+        let r1 = u.unwind_frame(addr, &mut regs, &mut self.cache, &mut read);
+        let out = match r1 {
             Ok(Some(ra)) if ra != 0 => Some(State {
                 ra,
                 sp: regs.sp(),
@@ -367,8 +407,59 @@ impl Unwind {
                 flags: 0,
             }),
             _ => None,
-        }
+        };
+        // Run the step again with another incoming bp, reading without
+        // logging: if nothing but a passed-through bp changes, the step does
+        // not depend on bp.
+        let logged_from = self.tmp_rd.last().copied().unwrap_or(0) as usize;
+        let probe_bp = st.bp ^ (1 << 44) ^ 0x10;
+        let mut regs2 = UnwindRegsX86_64::new(st.ra, st.sp, probe_bp);
+        let mut k = logged_from;
+        let log = &self.tmp_reads;
+        let mut same_reads = true;
+        let mut read2 = |a: u64| -> Result<u64, ()> {
+            if a < lo || a + 8 > hi || a % 8 != 0 {
+                return Err(());
+            }
+            if log.get(k).map(|e| e.0) != Some(a) {
+                same_reads = false;
+            }
+            k += 1;
+            // SAFETY: inside this thread's stack, above the hook's frame.
+            Ok(unsafe { *(a as *const u64) })
+        };
+        let r2 = u.unwind_frame(addr, &mut regs2, &mut self.cache, &mut read2);
+        let out2 = match r2 {
+            Ok(Some(ra)) if ra != 0 => Some(State {
+                ra,
+                sp: regs2.sp(),
+                bp: regs2.bp(),
+                flags: 0,
+            }),
+            _ => None,
+        };
+        let same_reads = same_reads && k == self.tmp_reads.len();
+        self.last_dep = match (out, out2) {
+            (Some(a), Some(b)) if same_reads && a.ra == b.ra && a.sp == b.sp => {
+                if a.bp == b.bp {
+                    BP_RESTORED
+                } else if a.bp == st.bp && b.bp == probe_bp {
+                    0
+                } else {
+                    BP_DEP
+                }
+            }
+            (None, None) if same_reads => BP_RESTORED,
+            _ => BP_DEP,
+        };
+        out
     }
+}
+
+/// Equal states, comparing bp only where it can change what follows.
+#[inline(always)]
+fn same_state(a: &State, b: &State, bp_matters: bool) -> bool {
+    a.ra == b.ra && a.sp == b.sp && a.flags == b.flags && (!bp_matters || a.bp == b.bp)
 }
 
 /// glibc's x86-64 `__restore_rt`: `mov $15, %rax; syscall`.

@@ -27,16 +27,19 @@ use crate::sites::basename;
 /// Compared with the symbol less glibc's `__GI_` alias prefix and any
 /// `@version` suffix, so `__GI__dl_allocate_tls` matches `_dl_allocate_tls`.
 const RUNTIME_FUNCTIONS: &[&str] = &[
-    "_dl_allocate_tls",         // thread TLS blocks (glibc caches them)
-    "allocate_stack",           // glibc's thread stack cache
-    "_dl_update_slotinfo",      // dynamic TLS of loaded libraries
-    "__tls_get_addr",           // lazy dynamic TLS
-    "_dl_new_object",           // link maps of loaded libraries
-    "_dl_map_object",           // idem
-    "__new_exitfn",             // the atexit / __cxa_atexit list
-    "__cxa_thread_atexit_impl", // the thread_local destructor list
-    "_IO_file_doallocate",      // stdio buffers of stdout and stderr
-    "_nl_find_locale",          // locale data, kept until exit
+    "_dl_allocate_tls",                // thread TLS blocks (glibc caches them)
+    "allocate_stack",                  // glibc's thread stack cache
+    "_dl_update_slotinfo",             // dynamic TLS of loaded libraries
+    "__tls_get_addr",                  // lazy dynamic TLS
+    "_dl_new_object",                  // link maps of loaded libraries
+    "_dl_map_object",                  // idem
+    "__new_exitfn",                    // the atexit / __cxa_atexit list
+    "__cxa_thread_atexit_impl",        // the thread_local destructor list
+    "_IO_file_doallocate",             // stdio buffers of stdout and stderr
+    "_nl_find_locale",                 // locale data, kept until exit
+    "_dl_find_object_update",          // dlopen's table for _dl_find_object, never freed
+    "_dlfo_mappings_segment_allocate", // idem (inlined into the above)
+    "_dl_add_to_namespace_list",       // the loader's namespace list
 ];
 
 /// Basename prefixes of the runtime's libraries.
@@ -89,6 +92,15 @@ pub fn is_runtime_stack(profile: &Profile, stack: &[Addr]) -> bool {
     for frame in profile.frames(stack) {
         let Some(site) = frame.site else { continue };
         if is_runtime_function(site.function) {
+            return true;
+        }
+        // Functions inlined at this address count too (glibc inlines
+        // its allocation helpers into the function that names the reason).
+        if profile
+            .inline_chain(site.addr)
+            .iter()
+            .any(|f| is_runtime_function(f.function))
+        {
             return true;
         }
         if site.binary == crate::strings::UNKNOWN || is_profiler_library(site.binary) {

@@ -111,7 +111,10 @@ pub fn symbolize(modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved
             .push((addr - module.start).wrapping_add(module.file_offset));
     }
 
-    let symbolizer = Symbolizer::new();
+    // blazesym's own demangling tries C++ demangling on names of unknown
+    // language, which turns the C function `a` into `signed char`; names are
+    // demangled here instead, only when they carry a mangling prefix.
+    let symbolizer = Symbolizer::builder().enable_demangling(false).build();
     let mut resolved = vec![None; addrs.len()];
     for ((path, build_id), batch) in batches {
         let frames = symbolize_binary(&symbolizer, path, build_id, &batch.offsets);
@@ -254,5 +257,23 @@ fn frame(name: &str, code_info: Option<&CodeInfo<'_>>) -> Frame {
 }
 
 fn non_empty(name: &str) -> Option<String> {
-    (!name.is_empty()).then(|| name.to_owned())
+    (!name.is_empty()).then(|| demangle(name))
+}
+
+/// Demangles Rust (legacy `_ZN...E` and v0 `_R`) and C++ (`_Z`) names;
+/// anything else (C names) is returned as it is.
+pub fn demangle(name: &str) -> String {
+    if name.starts_with("_R") || name.starts_with("_ZN") {
+        if let Ok(d) = rustc_demangle::try_demangle(name) {
+            return format!("{d:#}");
+        }
+    }
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
+            if let Ok(d) = sym.demangle() {
+                return d;
+            }
+        }
+    }
+    name.to_owned()
 }

@@ -63,6 +63,32 @@ enum Command {
         )]
         program: Vec<OsString>,
     },
+    /// Print the call tree of a profile, with recursion collapsing.
+    Tree {
+        file: PathBuf,
+        /// How to collapse recursion: none, direct (a routine calling itself),
+        /// conservative (unless a routine name would be lost), full.
+        #[arg(long, default_value = "none", value_parser = parse_collapse)]
+        collapse: memtrail_analysis::calltree::CollapseMode,
+        /// What weighs each stack.
+        #[arg(long, value_enum, default_value = "bytes")]
+        metric: crate::tree::Metric,
+        /// Hide nodes under this percentage of the total (0 shows all).
+        #[arg(long, default_value_t = 1.0, value_parser = parse_percent)]
+        limit: f64,
+        /// Cut the tree below this level.
+        #[arg(long, default_value_t = 64)]
+        max_level: u32,
+        /// The callers tree (leaf functions at the roots).
+        #[arg(long)]
+        bottom_up: bool,
+        /// One routine per source line instead of per function.
+        #[arg(long)]
+        by_line: bool,
+        /// Print the tree as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
@@ -108,6 +134,32 @@ pub fn main() -> Result<u8> {
                 quiet,
             })
         }
+        Command::Tree {
+            file,
+            collapse,
+            metric,
+            limit,
+            max_level,
+            bottom_up,
+            by_line,
+            json,
+        } => {
+            let profile = memtrail_profile::Profile::from_path(&file)?;
+            let opts = crate::tree::TreeOptions {
+                collapse,
+                metric,
+                limit_percent: limit,
+                max_level,
+                bottom_up,
+                json,
+                by_line,
+            };
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            crate::tree::print(&profile, &opts, &mut out)?;
+            std::io::Write::flush(&mut out)?;
+            Ok(0)
+        }
         Command::Report { file, top } => {
             let profile = memtrail_profile::Profile::from_path(&file)?;
             let summary = memtrail_analysis::summary::Summary::from_profile(
@@ -117,5 +169,17 @@ pub fn main() -> Result<u8> {
             print!("{summary}");
             Ok(0)
         }
+    }
+}
+
+fn parse_collapse(s: &str) -> Result<memtrail_analysis::calltree::CollapseMode, String> {
+    s.parse()
+        .map_err(|e: memtrail_analysis::calltree::ParseModeError| e.to_string())
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a percentage between 0 and 100")),
     }
 }

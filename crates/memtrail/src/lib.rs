@@ -5,3 +5,4 @@ pub mod cli;
 pub mod convert;
 pub mod date;
 pub mod run;
+pub mod tree;

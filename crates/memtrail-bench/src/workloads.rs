@@ -1,0 +1,294 @@
+//! The workloads: two C programs built with `cc`, and a Python one-liner, each
+//! with the tools it is measured under.
+
+use crate::measure::{Stack, Tool};
+use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const CHURN_C: &str = include_str!("../workloads/churn.c");
+const PAIRS_C: &str = include_str!("../workloads/pairs.c");
+
+/// The compiler flags of every workload: optimized, no frame pointers, like
+/// most distribution code.
+pub const CFLAGS: &[&str] = &["-O2", "-fomit-frame-pointer"];
+
+/// What `--only` can pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// C allocation churn, 20 frames deep, single-threaded.
+    Churn,
+    /// The simplest malloc(32)+free loop: the fixed cost per pair.
+    Pairs,
+    /// CPython building 3 M strings with PYTHONMALLOC=malloc.
+    Python,
+    /// The churn split over T threads, same total work.
+    Threads,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 4] = [
+        Workload::Churn,
+        Workload::Pairs,
+        Workload::Python,
+        Workload::Threads,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Churn => "churn",
+            Workload::Pairs => "pairs",
+            Workload::Python => "python",
+            Workload::Threads => "threads",
+        }
+    }
+}
+
+/// How big each workload is.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    /// malloc+free pairs of `churn` (and of `threads`, in total).
+    pub churn_pairs: u64,
+    /// malloc+free pairs of `pairs`.
+    pub pairs_pairs: u64,
+    /// Strings Python builds.
+    pub python_strings: u64,
+}
+
+impl Sizes {
+    pub fn new(quick: bool) -> Sizes {
+        let s = Sizes {
+            churn_pairs: 5_000_000,
+            pairs_pairs: 20_000_000,
+            python_strings: 3_000_000,
+        };
+        if quick {
+            Sizes {
+                churn_pairs: s.churn_pairs / 10,
+                pairs_pairs: s.pairs_pairs / 10,
+                python_strings: s.python_strings / 10,
+            }
+        } else {
+            s
+        }
+    }
+}
+
+/// A program to run: executable, arguments, extra environment.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub exe: PathBuf,
+    /// How `exe` is shown (the C workloads live in a temporary folder).
+    pub shown: String,
+    pub args: Vec<OsString>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Program {
+    /// The command line, for messages and the JSON.
+    pub fn display(&self) -> String {
+        let mut s = String::new();
+        for (k, v) in &self.env {
+            s.push_str(&format!("{k}={v} "));
+        }
+        s.push_str(&self.shown);
+        for a in &self.args {
+            let a = a.to_string_lossy();
+            if a.contains(' ') || a.contains('"') {
+                s.push_str(&format!(" '{a}'"));
+            } else {
+                s.push(' ');
+                s.push_str(&a);
+            }
+        }
+        s
+    }
+}
+
+/// One measured program of a workload, and the tools it runs under. The plain
+/// program is always the first tool.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub workload: Workload,
+    /// Unique label: "churn", "pairs", "python", "threads T=4".
+    pub label: String,
+    /// Threads of the `threads` workload.
+    pub threads: Option<u32>,
+    /// malloc+free pairs the program makes, where known.
+    pub pairs: Option<u64>,
+    pub program: Program,
+    pub tools: Vec<Tool>,
+}
+
+/// Thread counts of the `threads` workload: 1, 2, 4, 8, 16 up to `max`, and
+/// `max` itself.
+pub fn thread_counts(max: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = [1, 2, 4, 8, 16].into_iter().filter(|&t| t <= max).collect();
+    if !v.contains(&max) {
+        v.push(max);
+    }
+    v
+}
+
+/// Compiles one embedded C source into `dir`; returns the executable.
+fn compile(cc: &str, name: &str, source: &str, dir: &Path) -> Result<PathBuf> {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).with_context(|| format!("cannot write {}", src.display()))?;
+    let exe = dir.join(name);
+    let out = Command::new(cc)
+        .args(CFLAGS)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg("-pthread")
+        .stdin(Stdio::null())
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "cannot build the workloads: no C compiler `{cc}` in PATH (set CC or install gcc)"
+            )
+        }
+        Err(e) => bail!("cannot build the workloads: cannot run `{cc}`: {e}"),
+    };
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| l.contains("error"))
+            .or_else(|| err.lines().next())
+            .unwrap_or("");
+        bail!("cannot build {name}.c with {cc}: {}", line.trim());
+    }
+    Ok(exe)
+}
+
+/// The real Python interpreter (`python3` may be a shim that execs it), or a
+/// one-line reason why there is none.
+pub fn find_python() -> Result<PathBuf, String> {
+    let out = Command::new("python3")
+        .args(["-c", "import sys;print(sys.executable)"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let p = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            if p.is_empty() || !Path::new(&p).is_file() {
+                Err(format!("python3 reports no usable sys.executable ({p:?})"))
+            } else {
+                Ok(PathBuf::from(p))
+            }
+        }
+        Ok(o) => Err(format!("python3 failed ({})", o.status)),
+        Err(_) => Err("python3 not found in PATH".into()),
+    }
+}
+
+/// The tools a workload runs under; heaptrack only where it is installed.
+fn tools_for(w: Workload, heaptrack: bool) -> Vec<Tool> {
+    let mut v = vec![Tool::Plain, Tool::Memtrail(Stack::Dwarf)];
+    match w {
+        Workload::Churn => v.push(Tool::Memtrail(Stack::Fp)),
+        Workload::Pairs => v.push(Tool::Memtrail(Stack::None)),
+        Workload::Python | Workload::Threads => {}
+    }
+    // The threads table compares memtrail with the plain program only.
+    if heaptrack && w != Workload::Threads {
+        v.push(Tool::Heaptrack);
+    }
+    v
+}
+
+/// Builds what `w` needs into `dir` and returns its cases. `cache` keeps the
+/// executables already built.
+pub fn cases(
+    w: Workload,
+    sizes: Sizes,
+    threads_max: u32,
+    heaptrack: bool,
+    python: Option<&Path>,
+    dir: &Path,
+    cache: &mut Vec<(&'static str, PathBuf)>,
+) -> Result<Vec<Case>> {
+    let mut build = |name: &'static str, src: &str| -> Result<PathBuf> {
+        if let Some((_, p)) = cache.iter().find(|(n, _)| *n == name) {
+            return Ok(p.clone());
+        }
+        let cc = std::env::var("CC")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "cc".into());
+        let p = compile(&cc, name, src, dir)?;
+        cache.push((name, p.clone()));
+        Ok(p)
+    };
+    let tools = tools_for(w, heaptrack);
+    let case = |label: String, threads, pairs, program| Case {
+        workload: w,
+        label,
+        threads,
+        pairs,
+        program,
+        tools: tools.clone(),
+    };
+    Ok(match w {
+        Workload::Churn => {
+            let exe = build("churn", CHURN_C)?;
+            let p = Program {
+                exe,
+                shown: "churn".into(),
+                args: vec![sizes.churn_pairs.to_string().into()],
+                env: vec![],
+            };
+            vec![case("churn".into(), None, Some(sizes.churn_pairs), p)]
+        }
+        Workload::Pairs => {
+            let exe = build("pairs", PAIRS_C)?;
+            let p = Program {
+                exe,
+                shown: "pairs".into(),
+                args: vec![sizes.pairs_pairs.to_string().into()],
+                env: vec![],
+            };
+            vec![case("pairs".into(), None, Some(sizes.pairs_pairs), p)]
+        }
+        Workload::Python => {
+            let Some(py) = python else { return Ok(vec![]) };
+            let code = format!("x=[str(i) for i in range({})]", sizes.python_strings);
+            let p = Program {
+                exe: py.to_path_buf(),
+                shown: py.display().to_string(),
+                args: vec!["-c".into(), code.into()],
+                env: vec![("PYTHONMALLOC".into(), "malloc".into())],
+            };
+            vec![case("python".into(), None, None, p)]
+        }
+        Workload::Threads => {
+            let exe = build("churn", CHURN_C)?;
+            thread_counts(threads_max)
+                .into_iter()
+                .map(|t| {
+                    let p = Program {
+                        exe: exe.clone(),
+                        shown: "churn".into(),
+                        args: vec![
+                            sizes.churn_pairs.to_string().into(),
+                            "--threads".into(),
+                            t.to_string().into(),
+                        ],
+                        env: vec![],
+                    };
+                    case(
+                        format!("threads T={t}"),
+                        Some(t),
+                        Some(sizes.churn_pairs),
+                        p,
+                    )
+                })
+                .collect()
+        }
+    })
+}

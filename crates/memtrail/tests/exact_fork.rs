@@ -1,0 +1,131 @@
+//! fork (`tests/programs/fork.c`): before the fork the process allocates
+//! 2 x 111 bytes; the child allocates 6 x 2222 (leaking one) and exits; the
+//! parent then allocates 3 x 3333. The parent's profile is the `-o` file,
+//! the child's lands in `<out-stem>.children/memtrail-<exe>-<pid>.json` and
+//! keeps the history up to the fork.
+
+mod common;
+
+use common::*;
+use memtrail_profile::Profile;
+use std::sync::OnceLock;
+
+const SRC: &str = "fork.c";
+
+struct Forked {
+    parent: Profile,
+    child: Profile,
+    child_pid: u32,
+}
+
+fn forked() -> &'static Forked {
+    static RUN: OnceLock<Forked> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = Scratch::new("fork");
+        let exe = dir.join("forker");
+        compile("cc", &[SRC], SITE_FLAGS, &exe);
+        let (parent, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+        let child_pid: u32 = stdout
+            .strip_prefix("child ")
+            .and_then(|s| s.trim_end().parse().ok())
+            .unwrap_or_else(|| panic!("stdout: {stdout:?}"));
+        let children = dir.join("p.children");
+        let names: Vec<String> = std::fs::read_dir(&children)
+            .unwrap_or_else(|e| panic!("{}: {e}", children.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let name = format!("memtrail-forker-{child_pid}.json");
+        assert_eq!(names, vec![name.clone()], "files in {}", children.display());
+        let child = Profile::from_path(children.join(&name)).unwrap();
+        Forked {
+            parent,
+            child,
+            child_pid,
+        }
+    })
+}
+
+fn line(name: &str) -> u32 {
+    site_line(SRC, name)
+}
+
+#[test]
+fn parent_profile_has_its_own_allocations_only() {
+    let f = forked();
+    let p = &f.parent;
+    let ext = p.memtrail.as_ref().unwrap();
+    assert_eq!(ext.exit.code, Some(0));
+    let pre = site(p, "pre_fork_alloc", line("pre_fork"));
+    assert_eq!(pre.alloc, mms(2, 111, 111, 222), "{pre:?}");
+    assert_eq!(pre.free, pre.alloc);
+    let parent = site(p, "parent_alloc", line("parent"));
+    assert_eq!(parent.alloc, mms(3, 3333, 3333, 9999), "{parent:?}");
+    assert_eq!(parent.free, parent.alloc);
+    assert_eq!(
+        site(p, "child_alloc", line("child")).stacks,
+        0,
+        "child's allocations in the parent"
+    );
+    for st in stacks_at(p, "parent_alloc", line("parent")) {
+        assert!(
+            starts_with(
+                p,
+                &st.stack,
+                &[
+                    ("parent_alloc", line("parent")),
+                    ("main", line("call_parent"))
+                ]
+            ),
+            "{}",
+            describe(p, &st.stack)
+        );
+    }
+    let t = p.call_totals();
+    assert_eq!((t.malloc.count, t.malloc.sum), (5, 222 + 9999));
+    assert_eq!((t.free.count, t.free.sum), (5, 222 + 9999));
+    let leaks = program_leaks(p);
+    assert!(leaks.is_empty(), "leaks:{}", describe_leaks(p, &leaks));
+}
+
+#[test]
+fn child_profile_has_the_history_and_its_own_allocations() {
+    let f = forked();
+    let c = &f.child;
+    let ext = c.memtrail.as_ref().unwrap();
+    assert_eq!(ext.pid, f.child_pid);
+    assert_eq!(ext.ppid, f.parent.memtrail.as_ref().unwrap().pid);
+    // Inherited from before the fork, then freed by the child.
+    let pre = site(c, "pre_fork_alloc", line("pre_fork"));
+    assert_eq!(pre.alloc, mms(2, 111, 111, 222), "{pre:?}");
+    assert_eq!(pre.free, pre.alloc);
+    let child = site(c, "child_alloc", line("child"));
+    assert_eq!(child.alloc, mms(6, 2222, 2222, 6 * 2222), "{child:?}");
+    assert_eq!(child.free, mms(5, 2222, 2222, 5 * 2222), "{child:?}");
+    assert_eq!(
+        site(c, "parent_alloc", line("parent")).stacks,
+        0,
+        "parent's allocations in the child"
+    );
+    for st in stacks_at(c, "child_alloc", line("child")) {
+        assert!(
+            starts_with(
+                c,
+                &st.stack,
+                &[("child_alloc", line("child")), ("main", line("call_child"))]
+            ),
+            "{}",
+            describe(c, &st.stack)
+        );
+    }
+    let t = c.call_totals();
+    assert_eq!((t.malloc.count, t.malloc.sum), (2 + 6, 222 + 6 * 2222));
+    assert_eq!((t.free.count, t.free.sum), (2 + 5, 222 + 5 * 2222));
+    let leaks = program_leaks(c);
+    assert_eq!(leaks.len(), 1, "leaks:{}", describe_leaks(c, &leaks));
+    assert_eq!((leaks[0].count, leaks[0].memory), (1, 2222));
+    assert!(starts_with(
+        c,
+        &leaks[0].stack,
+        &[("child_alloc", line("child"))]
+    ));
+}

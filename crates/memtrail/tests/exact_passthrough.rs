@@ -1,0 +1,101 @@
+//! The program's standard streams, arguments and exit status pass through
+//! `memtrail run -q` unchanged: compared with running the same program
+//! (`tests/programs/passthrough.c`) without memtrail.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+const STDIN: &str = "line one\nline two\n";
+
+fn feed(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(STDIN.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn direct(exe: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
+    feed(cmd)
+}
+
+fn under_memtrail(exe: &Path, out: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtrail"));
+    cmd.args(["run", "-q", "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(exe)
+        .args(args);
+    feed(cmd)
+}
+
+fn setup() -> (Scratch, std::path::PathBuf) {
+    let dir = Scratch::new("passthrough");
+    let exe = dir.join("passthrough");
+    compile("cc", &["passthrough.c"], SITE_FLAGS, &exe);
+    (dir, exe)
+}
+
+#[test]
+fn streams_arguments_and_exit_code_pass_through() {
+    let (dir, exe) = setup();
+    // Exit code 0 passes through in every other test.
+    let args = ["42", "two words", "", "--stack", "-o"];
+    let plain = direct(&exe, &args);
+    let out = dir.join("p.json");
+    let traced = under_memtrail(&exe, &out, &args);
+    assert_eq!(plain.status.code(), Some(42));
+    assert_eq!(traced.status.code(), Some(42), "exit code");
+    assert_eq!(
+        String::from_utf8_lossy(&traced.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "stdout"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&traced.stderr),
+        String::from_utf8_lossy(&plain.stderr),
+        "stderr (memtrail -q adds nothing)"
+    );
+    let p = memtrail_profile::Profile::from_path(&out).unwrap();
+    let ext = p.memtrail.as_ref().unwrap();
+    assert_eq!((ext.exit.code, ext.exit.signal), (Some(42), None));
+    assert_eq!(p.mem_stats.size_map.get(&40), Some(&1));
+}
+
+/// A program killed by a signal: memtrail exits with 128 + the signal, as a
+/// shell reports it, and the profile records the signal.
+#[test]
+fn death_by_signal_is_reported_as_a_shell_does() {
+    let (dir, exe) = setup();
+    let args = ["abort"];
+    let plain = direct(&exe, &args);
+    assert_eq!(plain.status.signal(), Some(libc::SIGABRT));
+    let out = dir.join("p.json");
+    let traced = under_memtrail(&exe, &out, &args);
+    assert_eq!(traced.status.code(), Some(128 + libc::SIGABRT));
+    assert_eq!(traced.stdout, plain.stdout, "stdout");
+    assert_eq!(traced.stderr, plain.stderr, "stderr");
+    let p = memtrail_profile::Profile::from_path(&out).unwrap();
+    let ext = p.memtrail.as_ref().unwrap();
+    assert_eq!(
+        (ext.exit.code, ext.exit.signal),
+        (None, Some(libc::SIGABRT))
+    );
+    // The one malloc(40) of the program, freed.
+    assert_eq!(p.mem_stats.size_map.get(&40), Some(&1));
+}

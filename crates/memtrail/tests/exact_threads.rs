@@ -1,0 +1,76 @@
+//! Four threads, each allocating a known number of blocks
+//! (`tests/programs/threads.c`): thread k allocates 10*(k+1) blocks of
+//! 1000+8*k bytes at one call site. Per-thread statistics and totals are
+//! exact.
+
+mod common;
+
+use common::*;
+
+const SRC: &str = "threads.c";
+
+#[test]
+fn four_threads_each_with_known_counts() {
+    let dir = Scratch::new("threads");
+    let exe = dir.join("threads");
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.push("-pthread");
+    compile("cc", &[SRC], &flags, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    assert_eq!(stdout, "threads: done\n");
+
+    let expected: Vec<(u64, u64)> = (0..4u64)
+        .map(|k| (10 * (k + 1), 10 * (k + 1) * (1000 + 8 * k)))
+        .collect();
+
+    // One entry per thread: the main thread (which mallocs nothing) and the
+    // four workers, each with its own malloc and free counts.
+    assert_eq!(p.threads.len(), 5, "threads");
+    assert_eq!(p.globals.max_thread_count, 5);
+    let mut per_thread: Vec<(u64, u64)> = p
+        .threads
+        .iter()
+        .map(|t| (t.stats.malloc.count, t.stats.malloc.sum))
+        .collect();
+    per_thread.sort_unstable();
+    let mut want = vec![(0, 0)];
+    want.extend(&expected);
+    assert_eq!(per_thread, want, "malloc (count, bytes) per thread");
+    for t in &p.threads {
+        let (m, f) = (&t.stats.malloc, &t.stats.free);
+        assert_eq!(
+            (f.count, f.sum),
+            (m.count, m.sum),
+            "each worker frees its own blocks"
+        );
+    }
+
+    let total: (u64, u64) = expected.iter().fold((0, 0), |a, e| (a.0 + e.0, a.1 + e.1));
+    let malloc = p.call_totals().malloc;
+    assert_eq!((malloc.count, malloc.sum), total);
+
+    // All four threads allocate from the same stack.
+    let line = site_line(SRC, "thread_alloc");
+    let s = site(&p, "thread_alloc", line);
+    assert_eq!(s.alloc, mms(total.0, 1000, 1024, total.1), "{s:?}");
+    assert_eq!(s.free, s.alloc);
+    for st in stacks_at(&p, "thread_alloc", line) {
+        let want = [
+            ("thread_alloc", line),
+            ("thread_main", site_line(SRC, "thread_main")),
+        ];
+        assert!(
+            starts_with(&p, &st.stack, &want),
+            "{}",
+            describe(&p, &st.stack)
+        );
+    }
+    // At the barrier every worker holds all its blocks at once.
+    assert_eq!(
+        s.global_peak as u64, total.1,
+        "bytes of thread_alloc at the peak"
+    );
+
+    let leaks = program_leaks(&p);
+    assert!(leaks.is_empty(), "leaks:{}", describe_leaks(&p, &leaks));
+}
