@@ -802,8 +802,12 @@ pub unsafe extern "C" fn sigaction(
         unsafe { *libc::__errno_location() = libc::ENOSYS };
         return -1;
     };
+    // SAFETY: act, when not null, is the caller's valid struct.
+    let wants_default = !act.is_null()
+        && unsafe { (*act).sa_sigaction } == libc::SIG_DFL
+        && crate::signals::is_fatal(sig);
     if crate::signals::ours(sig) {
-        if !act.is_null() {
+        if !act.is_null() && !wants_default {
             // SAFETY: the real sigaction with the caller's new action.
             let r = unsafe { f(sig, act, core::ptr::null_mut()) };
             if r != 0 {
@@ -821,6 +825,19 @@ pub unsafe extern "C" fn sigaction(
         }
         return 0;
     }
+    if wants_default {
+        // Back to the default action: memtrail's handler does it, after saving.
+        if !old.is_null() {
+            // SAFETY: querying into the caller's struct.
+            let r = unsafe { f(sig, core::ptr::null(), old) };
+            if r != 0 {
+                return r;
+            }
+        }
+        if crate::signals::install_one(sig) {
+            return 0;
+        }
+    }
     // SAFETY: the real sigaction with the caller's arguments.
     unsafe { f(sig, act, old) }
 }
@@ -832,11 +849,23 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
     let Some(f) = real::signal() else {
         return libc::SIG_ERR;
     };
-    // SAFETY: the real signal.
-    let prev = unsafe { f(sig, handler) };
-    if prev != libc::SIG_ERR && crate::signals::ours(sig) {
+    let wants_default = handler == libc::SIG_DFL && crate::signals::is_fatal(sig);
+    if crate::signals::ours(sig) {
+        if wants_default {
+            return libc::SIG_DFL;
+        }
+        // SAFETY: the real signal.
+        let prev = unsafe { f(sig, handler) };
+        if prev == libc::SIG_ERR {
+            return prev;
+        }
         crate::signals::forget(sig);
         return libc::SIG_DFL;
+    }
+    // SAFETY: the real signal.
+    let prev = unsafe { f(sig, handler) };
+    if prev != libc::SIG_ERR && wants_default {
+        crate::signals::install_one(sig);
     }
     prev
 }

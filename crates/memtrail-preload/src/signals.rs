@@ -5,8 +5,10 @@
 //! action and raises the signal again, so the program still dies of it (same
 //! status, same core dump). The program never sees these handlers: the
 //! `sigaction`/`signal` hooks report the default action for them, and a
-//! program that installs its own handler simply replaces ours. SIGINT is
-//! left alone only if the program changes it; SIGKILL cannot be caught.
+//! program that installs its own handler (or ignores the signal) replaces
+//! ours. A program that sets the default action back (the usual clean-up
+//! and re-raise) gets memtrail's handler, which does the default action
+//! after saving. SIGKILL cannot be caught.
 
 use crate::{dump, real};
 use core::ffi::c_int;
@@ -58,23 +60,43 @@ extern "C" fn on_fatal(sig: c_int) {
     }
 }
 
+/// Whether `sig` ends the program by default and memtrail saves the profile
+/// when it does (while recording).
+pub fn is_fatal(sig: c_int) -> bool {
+    FATAL.contains(&sig) && crate::state::get() == crate::state::State::Recording
+}
+
+/// Installs memtrail's handler for `sig` (whose action is, or is being set
+/// to, the default).
+pub fn install_one(sig: c_int) -> bool {
+    let Some(f) = real::sigaction() else {
+        return false;
+    };
+    // SAFETY: setting an action with a valid struct.
+    unsafe {
+        let mut act: libc::sigaction = core::mem::zeroed();
+        act.sa_sigaction = on_fatal as extern "C" fn(c_int) as usize;
+        act.sa_flags = libc::SA_RESETHAND | libc::SA_NODEFER;
+        libc::sigemptyset(&mut act.sa_mask);
+        OURS.fetch_or(1 << sig, Ordering::Relaxed);
+        if f(sig, &act, core::ptr::null_mut()) != 0 {
+            forget(sig);
+            return false;
+        }
+    }
+    true
+}
+
 pub fn install() {
     let Some(f) = real::sigaction() else { return };
     for &sig in &FATAL {
-        // SAFETY: querying and setting actions with valid structs.
-        unsafe {
+        // SAFETY: querying an action into a valid struct.
+        let dfl = unsafe {
             let mut old: libc::sigaction = core::mem::zeroed();
-            if f(sig, core::ptr::null(), &mut old) != 0 || old.sa_sigaction != libc::SIG_DFL {
-                continue;
-            }
-            let mut act: libc::sigaction = core::mem::zeroed();
-            act.sa_sigaction = on_fatal as extern "C" fn(c_int) as usize;
-            act.sa_flags = libc::SA_RESETHAND | libc::SA_NODEFER;
-            libc::sigemptyset(&mut act.sa_mask);
-            OURS.fetch_or(1 << sig, Ordering::Relaxed);
-            if f(sig, &act, core::ptr::null_mut()) != 0 {
-                forget(sig);
-            }
+            f(sig, core::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
+        };
+        if dfl {
+            install_one(sig);
         }
     }
 }

@@ -90,8 +90,45 @@ pub struct Resolved {
 ///
 /// Addresses are grouped per binary so that each binary is opened and its
 /// debug info parsed once, and looked up in a single batch. Nothing is cached
-/// across calls, so pass all addresses of a profile in one call.
+/// across calls; use [`Symbols`] to keep parsed binaries between calls.
 pub fn symbolize(modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved>> {
+    Symbols::new().symbolize(modules, addrs)
+}
+
+/// A symbolizer that keeps what it parsed (ELF and DWARF of each binary)
+/// between calls: symbolizing the profiles of many processes of one run
+/// (a shell and its children) parses each binary once.
+pub struct Symbols {
+    symbolizer: Symbolizer,
+}
+
+impl Default for Symbols {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Symbols {
+    pub fn new() -> Symbols {
+        // blazesym's own demangling tries C++ demangling on names of unknown
+        // language, which turns the C function `a` into `signed char`; names
+        // are demangled here instead, only when they carry a mangling prefix.
+        Symbols {
+            symbolizer: Symbolizer::builder().enable_demangling(false).build(),
+        }
+    }
+
+    /// As [`symbolize`], reusing this symbolizer's caches.
+    pub fn symbolize(&self, modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved>> {
+        symbolize_with(&self.symbolizer, modules, addrs)
+    }
+}
+
+fn symbolize_with(
+    symbolizer: &Symbolizer,
+    modules: &[MappedModule],
+    addrs: &[u64],
+) -> Vec<Option<Resolved>> {
     let mut sorted: Vec<&MappedModule> = modules.iter().filter(|m| m.start < m.end).collect();
     sorted.sort_by_key(|m| m.start);
 
@@ -111,13 +148,9 @@ pub fn symbolize(modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved
             .push((addr - module.start).wrapping_add(module.file_offset));
     }
 
-    // blazesym's own demangling tries C++ demangling on names of unknown
-    // language, which turns the C function `a` into `signed char`; names are
-    // demangled here instead, only when they carry a mangling prefix.
-    let symbolizer = Symbolizer::builder().enable_demangling(false).build();
     let mut resolved = vec![None; addrs.len()];
     for ((path, build_id), batch) in batches {
-        let frames = symbolize_binary(&symbolizer, path, build_id, &batch.offsets);
+        let frames = symbolize_binary(symbolizer, path, build_id, &batch.offsets);
         for (index, frames) in batch.indices.into_iter().zip(frames) {
             resolved[index] = Some(Resolved {
                 binary: path.to_path_buf(),

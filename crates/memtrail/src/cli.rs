@@ -122,6 +122,20 @@ pub fn main() -> Result<u8> {
         } => {
             let mut it = program.into_iter();
             let program = it.next().expect("clap requires a program");
+            // clap takes an unknown option standing where the program goes
+            // as the program; a program whose name starts with `-` must come
+            // after `--`.
+            let raw: Vec<OsString> = std::env::args_os().collect();
+            let dashes = raw.iter().position(|a| a == "--");
+            let at = raw.iter().position(|a| *a == program);
+            let after_dashes = matches!((dashes, at), (Some(d), Some(p)) if d < p);
+            if program.to_string_lossy().starts_with('-') && !after_dashes {
+                eprintln!(
+                    "error: unexpected argument '{}' for `memtrail run` (put the program after `--`)",
+                    program.to_string_lossy()
+                );
+                return Ok(2);
+            }
             run::run(&RunOptions {
                 program,
                 args: it.collect(),
@@ -166,7 +180,10 @@ pub fn main() -> Result<u8> {
                 &profile,
                 &memtrail_analysis::summary::SummaryOptions { top },
             );
-            print!("{summary}");
+            std::io::Write::write_all(
+                &mut std::io::stdout().lock(),
+                summary.to_string().as_bytes(),
+            )?;
             Ok(0)
         }
     }

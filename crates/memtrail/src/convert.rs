@@ -88,7 +88,7 @@ fn meminfo(key: &str) -> u64 {
 }
 
 /// Builds the profile of one dumped process.
-pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
+pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbols) -> Profile {
     let modules: Vec<MappedModule> = d
         .modules
         .iter()
@@ -112,7 +112,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd) -> Profile {
     let resolved: HashMap<u64, Resolved> = addrs
         .iter()
         .copied()
-        .zip(memtrail_symbols::symbolize(&modules, &addrs))
+        .zip(symbols.symbolize(&modules, &addrs))
         .filter_map(|(a, r)| r.map(|r| (a, r)))
         .collect();
     let outer_fn =

@@ -119,13 +119,21 @@ fn exe_name(d: &memtrail_wire::Dump) -> String {
 /// Writes a profile, creating its directory; the error names the path.
 fn write_profile(profile: &memtrail_profile::Profile, path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| {
-            format!(
-                "cannot write the profile to {}: cannot create {}",
-                path.display(),
-                dir.display()
-            )
-        })?;
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            // A parent that is a file gives EEXIST; say what is wrong.
+            match dir.ancestors().find(|a| a.is_file()) {
+                Some(f) => bail!(
+                    "cannot write the profile to {}: {} is a file, not a directory",
+                    path.display(),
+                    f.display()
+                ),
+                None => bail!(
+                    "cannot write the profile to {}: cannot create {}: {e}",
+                    path.display(),
+                    dir.display()
+                ),
+            }
+        }
     }
     let f = std::fs::File::create(path)
         .with_context(|| format!("cannot write the profile to {}", path.display()))?;
@@ -209,7 +217,8 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("memtrail-{}-{pid}.json", exe_name(&main))));
-    let profile = convert::to_profile(&main, &end);
+    let symbols = memtrail_symbols::Symbols::new();
+    let profile = convert::to_profile(&main, &end, &symbols);
     let mut failed = false;
     if let Err(e) = write_profile(&profile, &out) {
         eprintln!("memtrail: {e:#}");
@@ -223,7 +232,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             .map_or_else(|| "memtrail".into(), |s| s.to_string_lossy().into_owned());
         let cdir = out.with_file_name(format!("{stem}.children"));
         for d in &dumps {
-            let p = convert::to_profile(d, &ProcessEnd::default());
+            let p = convert::to_profile(d, &ProcessEnd::default(), &symbols);
             let path = cdir.join(format!("memtrail-{}-{}.json", exe_name(d), d.pid));
             if let Err(e) = write_profile(&p, &path) {
                 eprintln!("memtrail: {e:#}");

@@ -1,0 +1,197 @@
+//! Acceptance point 5, native programs of `tests/real_programs/`: a C++
+//! program with std::thread and exceptions, a program that leaves through
+//! `_exit`, programs killed by a signal, and a program with its own SIGINT
+//! handler. Each runs exactly as without memtrail and leaves a profile.
+
+mod support;
+
+use memtrail_profile::Profile;
+use support::*;
+
+/// The leaks of `p` whose stack passes through `function`.
+fn leaks_through<'a>(
+    p: &'a Profile,
+    function: &'a str,
+) -> impl Iterator<Item = &'a memtrail_profile::Leak> + 'a {
+    p.leaks
+        .iter()
+        .filter(move |l| stack_has_function(p, &l.stack, &[function]))
+}
+
+fn describe_leaks(p: &Profile) -> String {
+    p.leaks
+        .iter()
+        .map(|l| {
+            format!(
+                "  {} blocks, {} B: {}\n",
+                l.count,
+                l.memory,
+                describe_stack(p, &l.stack)
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn cxx_threads_and_exceptions() {
+    let tmp = TempDir::new("cxx-threads");
+    let exe = compile("cxx_threads.cpp", tmp.path(), &["-pthread"]);
+    let out = tmp.join("p.json");
+    let cmd = Cmd::new(&exe).cwd(tmp.path());
+    let (plain, _) = assert_same_run(&cmd, &cmd, &out, true);
+    assert_eq!(plain.code, Some(0));
+    assert_eq!(
+        plain.stdout,
+        "thread 0: caught 200, then \"worker 0 finished\" (id 0)\n\
+         thread 1: caught 300, then \"worker 1 finished\" (id 1)\n\
+         thread 2: caught 400, then \"worker 2 finished\" (id 2)\n\
+         thread 3: caught 500, then \"worker 3 finished\" (id 3)\n\
+         main: main thread\n"
+    );
+    let p = assert_profile_with_allocations(&out, "cxx_threads");
+    let allocating = p
+        .threads
+        .iter()
+        .filter(|t| t.stats.malloc.count > 0)
+        .count();
+    assert!(
+        allocating >= 5,
+        "cxx_threads: {allocating} threads with allocations in the profile, expected the main thread and 4 workers"
+    );
+    // Thrown exceptions are allocated by __cxa_allocate_exception: the
+    // stacks through it were unwound (from the workers, 4 x 301 throws).
+    let thrown: u64 = p
+        .stacks
+        .allocating()
+        .filter(|s| stack_has_function(&p, &s.stack, &["__cxa_allocate_exception"]))
+        .map(|s| s.infos.alloc.count)
+        .sum();
+    assert!(
+        thrown >= 4 * 301,
+        "cxx_threads: only {thrown} allocations through __cxa_allocate_exception, expected at least {}",
+        4 * 301
+    );
+}
+
+#[test]
+fn program_leaving_through_underscore_exit() {
+    let tmp = TempDir::new("exit");
+    let exe = compile("exit_live.c", tmp.path(), &[]);
+    let out = tmp.join("p.json");
+    let cmd = Cmd::new(&exe).cwd(tmp.path());
+    let (plain, traced) = assert_same_run(&cmd, &cmd, &out, true);
+    assert_eq!(plain.code, Some(7));
+    assert_eq!(traced.code, Some(7));
+    assert_eq!(plain.stdout, "live blocks: 5 of 4321 bytes\n");
+
+    let p = assert_profile_with_allocations(&out, "_exit");
+    let ext = p.memtrail.as_ref().expect("no memtrail section");
+    assert_eq!(
+        ext.exit.code,
+        Some(7),
+        "the profile does not record exit code 7"
+    );
+    assert_eq!(ext.exit.signal, None);
+    // The 5 blocks alive at _exit are leaks, charged to make_live_blocks.
+    let live: Vec<_> = leaks_through(&p, "make_live_blocks").collect();
+    let (count, memory) = live
+        .iter()
+        .fold((0, 0), |(c, m), l| (c + l.count, m + l.memory));
+    assert_eq!(
+        (count, memory),
+        (5, 5 * 4321),
+        "_exit: the live blocks are not the leaks through make_live_blocks; leaks:\n{}",
+        describe_leaks(&p)
+    );
+    // The 100 blocks freed before are not leaks.
+    let calls = p.call_totals();
+    assert_eq!(
+        calls.free.count, 100,
+        "_exit: 100 frees expected, the profile has {}",
+        calls.free.count
+    );
+}
+
+/// `signal_death MODE` dies of `signal`: memtrail exits with 128 + signal,
+/// as the plain run does, and the recorder still writes the profile.
+fn killed_by(mode: &str, signal: i32) {
+    let tmp = TempDir::new(&format!("signal-{mode}"));
+    let exe = compile("signal_death.c", tmp.path(), &[]);
+    let out = tmp.join("p.json");
+    let cmd = Cmd::new(&exe).arg(mode).cwd(tmp.path());
+    let plain = cmd.run_plain();
+    assert_eq!(
+        plain.signal,
+        Some(signal),
+        "the plain run did not die of {signal}"
+    );
+    let traced = cmd.run_memtrail(&out, &[]);
+    let what = format!("signal_death {mode}");
+    assert_no_panic(&traced, &what);
+    assert_eq!(
+        traced.code,
+        Some(128 + signal),
+        "{what}: memtrail should exit with 128+{signal}; stderr:\n{}",
+        traced.stderr
+    );
+    assert_eq!(traced.stdout, plain.stdout, "{what}: stdout differs");
+    assert!(
+        out.is_file(),
+        "{what}: no profile written for a process killed by signal {signal}; memtrail said:\n{}",
+        traced.stderr
+    );
+    assert_eq!(traced.stderr, "", "{what}: memtrail -q printed something");
+    let p = assert_profile_with_allocations(&out, &what);
+    let ext = p.memtrail.as_ref().expect("no memtrail section");
+    assert_eq!(ext.exit.signal, Some(signal), "{what}: the profile's exit");
+    assert_eq!(ext.exit.code, None, "{what}: the profile's exit");
+    // The 3 blocks of 7777 bytes alive when the signal came are leaks.
+    let alive: u64 = p
+        .leaks
+        .iter()
+        .filter(|l| stack_has_function(&p, &l.stack, &["main"]))
+        .map(|l| l.memory)
+        .sum();
+    assert!(
+        alive >= 3 * 7777,
+        "{what}: the blocks alive at the signal are not in the leaks:\n{}",
+        describe_leaks(&p)
+    );
+}
+
+#[test]
+fn program_killed_by_sigterm() {
+    killed_by("term", libc::SIGTERM);
+}
+
+#[test]
+fn program_killed_by_abort() {
+    killed_by("abort", libc::SIGABRT);
+}
+
+#[test]
+fn program_killed_by_default_sigint() {
+    killed_by("int", libc::SIGINT);
+}
+
+#[test]
+fn program_with_its_own_sigint_handler() {
+    let tmp = TempDir::new("sigint-handler");
+    let exe = compile("sigint_handler.c", tmp.path(), &[]);
+    let out = tmp.join("p.json");
+    let cmd = Cmd::new(&exe).cwd(tmp.path());
+    let (plain, _) = assert_same_run(&cmd, &cmd, &out, true);
+    assert_eq!(
+        plain.code,
+        Some(0),
+        "sigint_handler fails: {}",
+        plain.stdout
+    );
+    assert_eq!(
+        plain.stdout,
+        "handler reads back: yes\nhandler ran\nhandler ran\nhandler ran\n\
+         signal() returned the handler: yes\nhits: 3\n"
+    );
+    let p = assert_profile_with_allocations(&out, "sigint_handler");
+    assert_eq!(p.memtrail.as_ref().unwrap().exit.code, Some(0));
+}

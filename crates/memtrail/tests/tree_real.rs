@@ -1,0 +1,333 @@
+//! `memtrail tree` on real profiles: a C program with direct and mutual
+//! recursion (exact trees in the four collapse modes), python3 recursing
+//! through C, and bad input.
+
+mod common;
+
+use common::{compile, profile_of, Scratch, SITE_FLAGS};
+use serde_json::Value;
+use std::process::Command;
+
+fn memtrail() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_memtrail"))
+}
+
+fn tree_json(profile: &std::path::Path, args: &[&str]) -> Value {
+    let o = memtrail()
+        .arg("tree")
+        .arg(profile)
+        .args(args)
+        .args(["--json", "--limit", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "memtrail tree failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Trees nest one JSON level per call level: deeper than serde_json's
+    // default limit of 128 for a Python stack.
+    let mut de = serde_json::Deserializer::from_slice(&o.stdout);
+    de.disable_recursion_limit();
+    serde::Deserialize::deserialize(&mut de).expect("tree JSON")
+}
+
+/// The subtree under `main`, one line per node: `level routine d i e` with
+/// levels relative to main, stubs as `level f... -> level`.
+fn rows_under_main(v: &Value) -> Vec<String> {
+    fn find<'a>(n: &'a Value) -> Option<&'a Value> {
+        if n["routine"] == "main" {
+            return Some(n);
+        }
+        n["children"].as_array()?.iter().find_map(find)
+    }
+    let main = v["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(find)
+        .expect("a main node");
+    let base = main["level"].as_u64().unwrap();
+    let mut rows = Vec::new();
+    let mut stack = vec![main];
+    while let Some(n) = stack.pop() {
+        let name = n["routine"].as_str().unwrap();
+        if let Some(to) = n.get("stub_to") {
+            // A stub's level is its parent's plus one; the JSON gives its target's.
+            rows.push(format!("{name}... -> {}", to.as_u64().unwrap() - base + 1));
+            continue;
+        }
+        rows.push(format!(
+            "{} {name} {} {} {}",
+            n["level"].as_u64().unwrap() - base + 1,
+            n["incl_direct"],
+            n["incl_indirect"],
+            n["excl"]
+        ));
+        if let Some(c) = n["children"].as_array() {
+            // Depth first, in the printed order.
+            stack.extend(c.iter().rev());
+        }
+    }
+    rows
+}
+
+#[test]
+fn c_recursion_in_every_mode() {
+    let dir = Scratch::new("tree");
+    let exe = dir.join("recursion");
+    compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
+    let (_p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let prof = dir.join("p.json");
+    let rows = |mode: &str| {
+        rows_under_main(&tree_json(
+            &prof,
+            &["--collapse", mode, "--metric", "count"],
+        ))
+    };
+
+    // r(3): leaf at 4 depths; a(4): a b a b a, leaf under each a.
+    assert_eq!(
+        rows("none"),
+        [
+            "1 main 7 0 0",
+            "2 r 4 0 0",
+            "3 r 3 0 0",
+            "4 r 2 0 0",
+            "5 leaf 1 0 1",
+            "5 r 1 0 0",
+            "6 leaf 1 0 1",
+            "4 leaf 1 0 1",
+            "3 leaf 1 0 1",
+            "2 a 3 0 0",
+            "3 b 2 0 0",
+            "4 a 2 0 0",
+            "5 b 1 0 0",
+            "6 a 1 0 0",
+            "7 leaf 1 0 1",
+            "5 leaf 1 0 1",
+            "3 leaf 1 0 1",
+        ]
+    );
+    // Direct: r's self-calls collapse; a and b call each other, never themselves.
+    assert_eq!(
+        rows("direct"),
+        [
+            "1 main 7 0 0",
+            "2 r 4 0 0",
+            "3 leaf 1 3 4",
+            "r... -> 2",
+            "2 a 3 0 0",
+            "3 b 2 0 0",
+            "4 a 2 0 0",
+            "5 b 1 0 0",
+            "6 a 1 0 0",
+            "7 leaf 1 0 1",
+            "5 leaf 1 0 1",
+            "3 leaf 1 0 1",
+        ]
+    );
+    // Conservative: main a b a b -> the second b can go back to the first (the
+    // a it cuts out still appears above); the second a cannot (it would cut
+    // the only b).
+    assert_eq!(
+        rows("conservative"),
+        [
+            "1 main 7 0 0",
+            "2 r 4 0 0",
+            "3 leaf 1 3 4",
+            "r... -> 2",
+            "2 a 3 0 0",
+            "3 b 2 0 0",
+            "4 a 2 0 0",
+            "5 leaf 1 1 2",
+            "b... -> 3",
+            "3 leaf 1 0 1",
+        ]
+    );
+    // Full: every repeat goes back up.
+    assert_eq!(
+        rows("full"),
+        [
+            "1 main 7 0 0",
+            "2 r 4 0 0",
+            "3 leaf 1 3 4",
+            "r... -> 2",
+            "2 a 3 0 0",
+            "3 leaf 1 2 3",
+            "3 b 2 0 0",
+            "a... -> 2"
+        ]
+    );
+
+    // Bottom-up: the leaf is the root and carries every allocation.
+    let bu = tree_json(
+        &prof,
+        &["--collapse", "none", "--metric", "count", "--bottom-up"],
+    );
+    let roots = bu["roots"].as_array().unwrap();
+    assert_eq!(roots.len(), 1);
+    assert_eq!(roots[0]["routine"], "leaf");
+    assert_eq!(roots[0]["incl_direct"], 7);
+
+    // Text layout: `d (i)` in-or-under, in-only, level, indented routine, stubs.
+    let o = memtrail()
+        .arg("tree")
+        .arg(&prof)
+        .args(["--collapse", "full", "--metric", "count", "--limit", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("In or Under") && text.contains("In Only") && text.contains("Level"),
+        "{text}"
+    );
+    let leaf_line = text
+        .lines()
+        .find(|l| l.contains("1 (3)"))
+        .unwrap_or_else(|| panic!("no `1 (3)` row:\n{text}"));
+    assert!(leaf_line.trim_end().ends_with("leaf"), "{leaf_line}");
+    assert!(
+        text.lines().any(|l| l.trim_end().ends_with("r...")),
+        "{text}"
+    );
+
+    // Bytes: r's leaf allocates 100 bytes four times, a's 10 bytes three times.
+    let b = rows_under_main(&tree_json(
+        &prof,
+        &["--collapse", "full", "--metric", "bytes"],
+    ));
+    assert_eq!(b[0], "1 main 430 0 0");
+    assert!(b.contains(&"3 leaf 100 300 400".to_owned()), "{b:?}");
+}
+
+/// Every path of a fully collapsed tree holds each routine once.
+fn no_repeat_on_paths(v: &Value) -> bool {
+    fn walk(n: &Value, path: &mut Vec<String>) -> bool {
+        if n.get("stub_to").is_some() {
+            return true;
+        }
+        let name = n["routine"].as_str().unwrap().to_owned();
+        if path.contains(&name) {
+            return false;
+        }
+        path.push(name);
+        let ok = n["children"]
+            .as_array()
+            .map_or(true, |c| c.iter().all(|c| walk(c, path)));
+        path.pop();
+        ok
+    }
+    v["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| walk(r, &mut Vec::new()))
+}
+
+fn count_stubs(v: &Value) -> usize {
+    fn walk(n: &Value) -> usize {
+        usize::from(n.get("stub_to").is_some())
+            + n["children"]
+                .as_array()
+                .map_or(0, |c| c.iter().map(walk).sum())
+    }
+    v["roots"].as_array().unwrap().iter().map(walk).sum()
+}
+
+fn max_repeats(v: &Value, routine: &str) -> usize {
+    fn walk(n: &Value, routine: &str, seen: usize) -> usize {
+        let seen = seen + usize::from(n["routine"] == routine && n.get("stub_to").is_none());
+        n["children"].as_array().map_or(seen, |c| {
+            c.iter()
+                .map(|c| walk(c, routine, seen))
+                .max()
+                .unwrap_or(seen)
+        })
+    }
+    v["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| walk(r, routine, 0))
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn python_recursing_through_c() {
+    // repr() of a nested list recurses in C (list_repr -> PyObject_Repr -> list_repr).
+    let dir = Scratch::new("tree-py");
+    let prof = dir.join("p.json");
+    // The interpreter itself, not a wrapper script that would run first.
+    let exe = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8_lossy(&exe.stdout).trim().to_owned();
+    let o = memtrail()
+        .args(["run", "-q", "-o"])
+        .arg(&prof)
+        .args(["--", &python, "-c", "x = []\nfor i in range(40): x = [x, 'leaf%d' % i]\nfor _ in range(20): s = repr(x)\nprint(len(s))"])
+        .env("PYTHONMALLOC", "malloc")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let trees: Vec<Value> = ["none", "direct", "conservative", "full"]
+        .iter()
+        .map(|m| tree_json(&prof, &["--collapse", m, "--metric", "bytes"]))
+        .collect();
+    let totals: Vec<u64> = trees.iter().map(|t| t["total"].as_u64().unwrap()).collect();
+    assert!(
+        totals.iter().all(|&t| t == totals[0] && t > 0),
+        "{totals:?}"
+    );
+    // Without collapsing, the C recursion shows as a long chain of list_repr.
+    assert!(
+        max_repeats(&trees[0], "list_repr") >= 20,
+        "list_repr repeats {}",
+        max_repeats(&trees[0], "list_repr")
+    );
+    assert!(
+        no_repeat_on_paths(&trees[3]),
+        "full collapse left a repeated routine on a path"
+    );
+    assert_eq!(max_repeats(&trees[3], "list_repr"), 1);
+    // Collapsing replaces repeats by stubs (it need not make fewer nodes:
+    // frames replayed after a jump start new branches higher up).
+    let stubs: Vec<usize> = trees.iter().map(count_stubs).collect();
+    assert_eq!(stubs[0], 0, "{stubs:?}");
+    assert!(stubs[3] > 0 && stubs[2] > 0, "{stubs:?}");
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    let dir = Scratch::new("tree-bad");
+    let junk = dir.join("junk.json");
+    std::fs::write(&junk, b"{\"run\": {").unwrap();
+    for (args, what) in [
+        (vec!["tree", junk.to_str().unwrap()], "truncated"),
+        (vec!["tree", "/nonexistent/p.json"], "does not exist"),
+        (
+            vec!["tree", junk.to_str().unwrap(), "--collapse", "sideways"],
+            "sideways",
+        ),
+        (
+            vec!["tree", junk.to_str().unwrap(), "--metric", "weight"],
+            "weight",
+        ),
+        (
+            vec!["tree", junk.to_str().unwrap(), "--limit", "200"],
+            "200",
+        ),
+    ] {
+        let o = memtrail().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.contains(what), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        if what != "sideways" && what != "weight" && what != "200" {
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        }
+    }
+}
