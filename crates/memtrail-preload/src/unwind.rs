@@ -168,7 +168,7 @@ impl Unwind {
         self.tmp_rd.clear();
         self.tmp_dep.clear();
         self.tmp_reads.clear();
-        let unwinder = if self.dwarf {
+        let mut unwinder = if self.dwarf {
             let p = modules::UNWINDER.load(Ordering::Acquire);
             // SAFETY: published unwinders are never freed.
             (!p.is_null()).then(|| unsafe { &*p })
@@ -212,7 +212,11 @@ impl Unwind {
                 while cursor > 0 && self.rec[cursor - 1].sp < st.sp {
                     cursor -= 1;
                 }
+                // Reuse only what fits under the depth limit (the kept outer
+                // frames plus the new inner ones); beyond it the unwinding
+                // goes on and cuts the stack at the limit.
                 if cursor > 0
+                    && cursor + self.tmp.len() <= self.max_depth
                     && same_state(&self.rec[cursor - 1], &st, self.rec_bp_matters[cursor - 1])
                     && self.reads_unchanged(cursor - 1, lo, hi)
                 {
@@ -248,6 +252,8 @@ impl Unwind {
                             self.tmp_dep.pop();
                             self.tmp.push(st);
                             self.tmp_rd.push(self.tmp_reads.len() as u32);
+                            // Every later frame uses the new module list too.
+                            unwinder = Some(u);
                             let next = self.step(st, Some(u), lo, hi);
                             self.tmp_dep.push(self.last_dep);
                             if let Some(next) = next {
@@ -311,11 +317,16 @@ impl Unwind {
         let id = if self.ids[slot].0 == h && eq(stacks::frames(stacks::entry(self.ids[slot].1))) {
             self.ids[slot].1
         } else {
-            let id = stacks::intern(h, n, &eq, |dst| {
+            let Some(id) = stacks::intern(h, n, &eq, |dst| {
                 for (d, s) in dst.iter_mut().zip(rec.iter().rev()) {
                     *d = s.ra;
                 }
-            })?;
+            }) else {
+                // Out of memory for stacks: forget the record, so that the
+                // next capture does not return a stale id for it.
+                self.rec_valid = false;
+                return None;
+            };
             self.ids[slot] = (h, id);
             id
         };

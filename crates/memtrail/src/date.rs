@@ -26,7 +26,7 @@ mod tests {
     #[test]
     fn known_dates() {
         assert_eq!(super::format_utc(0), "1970-01-01 00:00");
-        assert_eq!(super::format_utc(1_795_000_000), "2026-11-18 07:06");
+        assert_eq!(super::format_utc(1_795_000_000), "2026-11-18 11:06");
         assert_eq!(super::format_utc(951_782_400), "2000-02-29 00:00");
     }
 }

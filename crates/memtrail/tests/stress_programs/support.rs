@@ -1,0 +1,127 @@
+//! Helpers shared by the `stress_*` integration tests (included with
+//! `#[path]`): scratch directories, compiling the programs of
+//! `tests/stress_programs`, running them under `memtrail run`.
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use memtrail_profile::Profile;
+
+/// A fresh directory under the system's temp dir, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("memtrail-stress-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn programs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stress_programs")
+}
+
+/// Compiles `source` (in `tests/stress_programs`) with `compiler` and
+/// `flags` into `out`; panics with the compiler's messages on failure.
+pub fn compile(compiler: &str, source: &str, flags: &[&str], out: &Path) {
+    let output = Command::new(compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg(programs_dir().join(source))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
+    assert!(
+        output.status.success(),
+        "{compiler} {source} {flags:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `memtrail run -q <options> -o <out> -- <program> <args>`, with `envs`
+/// added to memtrail's environment (the program inherits them; memtrail
+/// puts its recorder before any `LD_PRELOAD` given here).
+pub fn memtrail_run<S: AsRef<OsStr>>(
+    options: &[&str],
+    envs: &[(&str, &OsStr)],
+    out: &Path,
+    program: &Path,
+    args: &[S],
+) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memtrail"))
+        .args(["run", "-q"])
+        .args(options)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .expect("cannot run memtrail")
+}
+
+/// Runs `program` under memtrail with `options` and `envs`, the profile
+/// written to `dir/p.json`; asserts that it exited 0 and returns the
+/// profile and stdout.
+pub fn profile_of<S: AsRef<OsStr>>(
+    options: &[&str],
+    envs: &[(&str, &OsStr)],
+    dir: &Scratch,
+    program: &Path,
+    args: &[S],
+) -> (Profile, String) {
+    let out = dir.join("p.json");
+    let o = memtrail_run(options, envs, &out, program, args);
+    assert!(
+        o.status.success(),
+        "memtrail run {options:?} {} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        program.display(),
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let profile = Profile::from_path(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    (profile, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The `key=value` counters of the line of `stdout` that starts with
+/// `prefix`.
+pub fn counters(stdout: &str, prefix: &str) -> std::collections::BTreeMap<String, i64> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line {prefix:?} in {stdout:?}"));
+    parse_counters(&line[prefix.len()..])
+}
+
+/// `key=value ...` as a map.
+pub fn parse_counters(line: &str) -> std::collections::BTreeMap<String, i64> {
+    line.split_whitespace()
+        .map(|kv| {
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| panic!("bad counter {kv:?}"));
+            (k.to_owned(), v.parse().unwrap())
+        })
+        .collect()
+}
