@@ -99,7 +99,7 @@ impl PerStack {
         self.realloc_delta += o.realloc_delta;
     }
 
-    pub fn to_wire(&self, id: StackId, epoch: u64) -> StackCounters {
+    pub fn wire_counters(&self, id: StackId, epoch: u64) -> StackCounters {
         let e = stacks::entry(id);
         StackCounters {
             alloc: self.alloc,

@@ -156,7 +156,9 @@ fn encode() -> Vec<u8> {
     let mut jumps = crate::counters::Histogram::new();
     let mut unknown_frees = 0;
     let mut truncated = 0;
-    let mut threads: Vec<(u64, u64, [(u64, u64, u64); 9])> = Vec::new();
+    // (thread number, memory operations, per-function (count, sum, ticks))
+    type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
+    let mut threads: Vec<ThreadRow> = Vec::new();
     thread::for_each_state(|s| {
         for (id, ps) in s.stacks.iter() {
             if let Some(m) = merged.get_mut(id as usize) {
@@ -171,8 +173,7 @@ fn encode() -> Vec<u8> {
             threads.push((s.number, s.mem_ops, s.stats));
         }
     });
-    for id in 0..n {
-        let m = &merged[id];
+    for (id, m) in merged.iter().enumerate() {
         if m.alloc.count == 0 && m.free.count == 0 && m.mmap.count == 0 && m.munmap.count == 0 {
             continue;
         }
@@ -184,7 +185,7 @@ fn encode() -> Vec<u8> {
         for &f in frames {
             e.u(f);
         }
-        e.stack_counters(id as u64, &m.to_wire(id as u32, epoch));
+        e.stack_counters(id as u64, &m.wire_counters(id as u32, epoch));
     }
     threads.sort_by_key(|t| t.0);
     for (number, ops, stats) in &threads {

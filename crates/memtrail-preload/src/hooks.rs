@@ -51,7 +51,7 @@ impl Clock {
     #[inline(always)]
     fn start(st: &mut ThreadState) -> Clock {
         st.calls = st.calls.wrapping_add(1);
-        let sampled = st.calls % CALL_SAMPLE == 0;
+        let sampled = st.calls.is_multiple_of(CALL_SAMPLE);
         let t0 = if sampled || timed_upfront() {
             ticks()
         } else {

@@ -37,6 +37,7 @@ unsafe impl Send for Table {}
 #[repr(align(64))]
 pub struct Shard(pub SpinLock<Table>);
 
+#[allow(clippy::declare_interior_mutable_const)] // only used to initialize the array
 const EMPTY_SHARD: Shard = Shard(SpinLock::new(Table {
     slots: null_mut(),
     mask: 0,
@@ -122,10 +123,8 @@ impl Table {
     /// Inserts; returns false if memory for the table ran out.
     #[inline]
     pub fn insert(&mut self, e: Entry) -> bool {
-        if (self.len + 1) * 4 > (self.mask + 1) * 3 || self.slots.is_null() {
-            if !self.grow() {
-                return false;
-            }
+        if ((self.len + 1) * 4 > (self.mask + 1) * 3 || self.slots.is_null()) && !self.grow() {
+            return false;
         }
         self.insert_nogrow(e);
         true

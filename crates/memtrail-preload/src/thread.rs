@@ -101,7 +101,7 @@ pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
 pub static ORPHAN: SpinLock<Option<Box<ThreadState>>> = SpinLock::new(None);
 pub static KEY: AtomicU64 = AtomicU64::new(u64::MAX);
 
-const DEAD: *mut ThreadState = 1 as *mut ThreadState;
+const DEAD: *mut ThreadState = std::ptr::dangling_mut::<ThreadState>();
 
 pub struct Tls {
     pub state: Cell<*mut ThreadState>,

@@ -362,7 +362,7 @@ impl Unwind {
         self.last_dep = BP_DEP;
         let reads = &mut self.tmp_reads;
         let mut read = |a: u64| -> Result<u64, ()> {
-            if a < lo || a + 8 > hi || a % 8 != 0 || reads.len() >= reads.capacity() {
+            if a < lo || a + 8 > hi || !a.is_multiple_of(8) || reads.len() >= reads.capacity() {
                 return Err(());
             }
             // SAFETY: inside this thread's stack, above the hook's frame.
@@ -429,7 +429,7 @@ impl Unwind {
         let log = &self.tmp_reads;
         let mut same_reads = true;
         let mut read2 = |a: u64| -> Result<u64, ()> {
-            if a < lo || a + 8 > hi || a % 8 != 0 {
+            if a < lo || a + 8 > hi || !a.is_multiple_of(8) {
                 return Err(());
             }
             if log.get(k).map(|e| e.0) != Some(a) {

@@ -245,7 +245,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
             }),
         }
     }
-    p.leaks.sort_by(|a, b| b.memory.cmp(&a.memory));
+    p.leaks.sort_by_key(|l| std::cmp::Reverse(l.memory));
 
     for t in &d.threads {
         let mut ts = mp::ThreadStats {

@@ -297,6 +297,7 @@ fn check(tag: &str, flags: &[&str], seed: u64) {
         e.1.push(t);
     }
 
+    #[allow(clippy::type_complexity)]
     let mut mismatches: Vec<(u64, &[u64], Agg, Option<Agg>, &Trace)> = Vec::new();
     for (frames, (agg, ts)) in &want {
         let g = got.get(*frames).copied();

@@ -35,7 +35,7 @@ fn tree_json(profile: &std::path::Path, args: &[&str]) -> Value {
 /// The subtree under `main`, one line per node: `level routine d i e` with
 /// levels relative to main, stubs as `level f... -> level`.
 fn rows_under_main(v: &Value) -> Vec<String> {
-    fn find<'a>(n: &'a Value) -> Option<&'a Value> {
+    fn find(n: &Value) -> Option<&Value> {
         if n["routine"] == "main" {
             return Some(n);
         }
@@ -214,7 +214,7 @@ fn no_repeat_on_paths(v: &Value) -> bool {
         path.push(name);
         let ok = n["children"]
             .as_array()
-            .map_or(true, |c| c.iter().all(|c| walk(c, path)));
+            .is_none_or(|c| c.iter().all(|c| walk(c, path)));
         path.pop();
         ok
     }
