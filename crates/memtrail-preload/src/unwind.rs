@@ -378,7 +378,10 @@ impl Unwind {
             }
             let ra = read(bp + 8).ok()?;
             let nbp = read(bp).ok()?;
-            if ra == 0 {
+            // A frame built without a frame pointer leaves rbp holding data:
+            // a "return address" that is null, tiny, or points into the
+            // stack itself ends the walk instead of adding a bogus frame.
+            if ra < 4096 || (ra >= lo && ra < hi) {
                 return None;
             }
             return Some(State {
