@@ -81,7 +81,12 @@ fn stderr_line(s: &str) {
 
 /// Writes this process's dump once. `why` is the way out (for messages).
 pub fn write(why: &str) {
-    if state::get() != state::State::Recording || DUMPED.swap(true, Ordering::AcqRel) {
+    // A vfork child leaving through _exit runs on its parent's memory: it
+    // must neither write the parent's data as its own nor stop the parent.
+    if state::get() != state::State::Recording
+        || !state::owns_memory()
+        || DUMPED.swap(true, Ordering::AcqRel)
+    {
         return;
     }
     let _ = why;
@@ -259,7 +264,7 @@ fn save(buf: &[u8]) {
     // SAFETY: getenv with a NUL-terminated name.
     let dir = unsafe { libc::getenv(c"MEMTRAIL_DIR".as_ptr()) };
     let dir = if dir.is_null() {
-        String::from(".")
+        return;
     } else {
         // SAFETY: NUL-terminated from getenv.
         String::from_utf8_lossy(unsafe { core::ffi::CStr::from_ptr(dir) }.to_bytes()).into_owned()

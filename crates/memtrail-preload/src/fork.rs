@@ -42,6 +42,11 @@ unsafe extern "C" fn child() {
     // SAFETY: see release.
     unsafe { release() };
     crate::dump::forked();
+    // SAFETY: no preconditions.
+    state::OWNER_PID.store(
+        unsafe { libc::getpid() },
+        core::sync::atomic::Ordering::Relaxed,
+    );
     if !config::get().follow {
         state::set(state::State::Off);
     }

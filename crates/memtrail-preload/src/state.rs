@@ -17,6 +17,17 @@ pub enum State {
 static STATE: AtomicU8 = AtomicU8::new(State::Uninit as u8);
 pub static START_TICKS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 pub static START_NS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+/// The process the recorder's memory belongs to (updated in a forked child).
+/// A `vfork` child shares that memory but has another pid, and must leave
+/// it alone.
+pub static OWNER_PID: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
+
+/// Whether the calling process owns the recorder's memory (false in the
+/// child of a `vfork`, which runs on its parent's memory until it execs).
+pub fn owns_memory() -> bool {
+    // SAFETY: no preconditions.
+    OWNER_PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
+}
 
 pub fn get() -> State {
     match STATE.load(Ordering::Acquire) {
@@ -68,8 +79,13 @@ fn start() -> bool {
     let cfg = config::get();
     // SAFETY: no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
-    let _ = pid;
-    let on = cfg.follow || cfg.parent == 0 || ppid == cfg.parent;
+    OWNER_PID.store(pid, Ordering::Relaxed);
+    // Only under `memtrail run` (which names the dump directory): a program
+    // that passes LD_PRELOAD on to a child but trims the rest of its
+    // environment must not get dumps in its working directory.
+    // SAFETY: getenv with a NUL-terminated name.
+    let has_dir = !unsafe { libc::getenv(c"MEMTRAIL_DIR".as_ptr()) }.is_null();
+    let on = has_dir && (cfg.follow || cfg.parent == 0 || ppid == cfg.parent);
     START_TICKS.store(crate::hooks::ticks(), Ordering::Relaxed);
     START_NS.store(crate::dump::now_ns(), Ordering::Relaxed);
     if on {

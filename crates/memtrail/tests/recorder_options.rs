@@ -1,7 +1,7 @@
 //! Recorder behaviours named by the recorder issue that the call-site tests
 //! do not cover: the depth limit, mmap/munmap counts, threads allocating
-//! while they end, fork while other threads allocate, --no-follow, and the
-//! accuracy of --sample-every.
+//! while they end, fork while other threads allocate, vfork, --no-follow,
+//! and the accuracy of --sample-every.
 
 mod common;
 
@@ -125,6 +125,30 @@ fn fork_while_threads_allocate_does_not_deadlock() {
     assert!(totals >= 3 * 200_000, "{totals}");
     let children = std::fs::read_dir(dir.join("p.children")).unwrap().count();
     assert_eq!(children, 20);
+}
+
+#[test]
+fn vfork_child_leaving_through_exit_leaves_the_parent_recording() {
+    let dir = Scratch::new("opt-vfork");
+    let exe = build(&dir);
+    let p = run(&dir, &exe, &[], &["vfork"]);
+    let by_size = |n: u64| -> u64 {
+        p.stacks
+            .iter()
+            .filter(|s| s.infos.alloc.min == n && s.infos.alloc.max == n)
+            .map(|s| s.infos.alloc.count)
+            .sum()
+    };
+    assert_eq!(by_size(111), 1);
+    assert_eq!(
+        by_size(222),
+        5,
+        "allocations after the vfork child's _exit were not recorded"
+    );
+    assert!(
+        !dir.join("p.children").exists(),
+        "the vfork child wrote a profile of its parent's memory"
+    );
 }
 
 #[test]

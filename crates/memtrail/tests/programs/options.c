@@ -76,6 +76,21 @@ int main(int argc, char **argv) {
             if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 5;
         }
         for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    } else if (!strcmp(what, "vfork")) {
+        /* The child runs on the parent's memory until it execs; this exec
+         * fails and the child leaves through _exit. The parent must go on
+         * being recorded and write its profile. */
+        free(malloc(111));
+        pid_t c = vfork();
+        if (c == 0) {
+            char *argv[] = {"/nonexistent/program", NULL};
+            execv(argv[0], argv);
+            _exit(127);
+        }
+        int st;
+        waitpid(c, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 127) return 5;
+        for (int i = 0; i < 5; i++) free(malloc(222));
     } else if (!strcmp(what, "sampling")) {
         for (int i = 0; i < 1000; i++) free(site_big());    /* 1 GiB   */
         for (int i = 0; i < 200000; i++) free(site_page()); /* 800 MiB */
