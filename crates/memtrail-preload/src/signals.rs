@@ -44,7 +44,19 @@ pub fn forget(sig: c_int) {
 
 extern "C" fn on_fatal(sig: c_int) {
     forget(sig);
-    dump::write("signal");
+    // The recorder's locks are only held while its thread is inside a hook;
+    // a signal that interrupted this thread there cannot write the dump
+    // without deadlocking on them: the program then dies without a profile
+    // (and says so), as it would without memtrail.
+    let inside = crate::thread::TLS.with(|t| t.in_hook.get());
+    if inside {
+        let msg =
+            b"memtrail: a fatal signal arrived inside the recorder; no profile for this process\n";
+        // SAFETY: writing a static buffer to fd 2.
+        unsafe { libc::write(2, msg.as_ptr() as *const _, msg.len()) };
+    } else {
+        dump::write("signal");
+    }
     if let Some(f) = real::sigaction() {
         // SAFETY: a zeroed sigaction with SIG_DFL is valid.
         unsafe {
