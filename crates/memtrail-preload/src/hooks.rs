@@ -608,7 +608,7 @@ trampoline!(pvalloc, pvalloc_impl, "rsi", (size: usize) -> *mut c_void);
 trampoline!(munmap, munmap_impl, "rdx", (a: *mut c_void, len: usize) -> c_int);
 trampoline!(mremap, mremap_impl, "r9", (a: *mut c_void, old: usize, new: usize, flags: c_int, new_addr: *mut c_void) -> *mut c_void);
 trampoline6!(mmap, mmap_impl, (a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void);
-trampoline6!(mmap64, mmap64_impl, (a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void);
+trampoline6!(mmap64, mmap_impl, (a: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void);
 
 // ---- mappings ----
 
@@ -639,31 +639,6 @@ unsafe extern "C" fn mmap_impl(
         // SAFETY: the real mmap with the caller's arguments.
         Some(f) => unsafe { f(a, len, prot, flags, fd, off) },
         // SAFETY: the raw system call, same arguments.
-        None => unsafe {
-            libc::syscall(libc::SYS_mmap, a, len, prot, flags, fd, off) as *mut c_void
-        },
-    };
-    if r != libc::MAP_FAILED {
-        on_map(fp, len, false);
-    }
-    r
-}
-
-/// # Safety
-/// Called as C's mmap64 (the same function on 64-bit Linux).
-unsafe extern "C" fn mmap64_impl(
-    a: *mut c_void,
-    len: usize,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: libc::off_t,
-    fp: u64,
-) -> *mut c_void {
-    let r = match real::mmap() {
-        // SAFETY: as in mmap.
-        Some(f) => unsafe { f(a, len, prot, flags, fd, off) },
-        // SAFETY: as in mmap.
         None => unsafe {
             libc::syscall(libc::SYS_mmap, a, len, prot, flags, fd, off) as *mut c_void
         },
