@@ -152,6 +152,21 @@ fn vfork_child_leaving_through_exit_leaves_the_parent_recording() {
 }
 
 #[test]
+fn errno_and_return_values_are_the_allocators() {
+    let dir = Scratch::new("opt-errno");
+    let exe = build(&dir);
+    for extra in [
+        &[][..],
+        &["--stack", "fp"],
+        &["--stack", "none"],
+        &["--sample-every", "4096"],
+    ] {
+        let p = run(&dir, &exe, extra, &["errno"]);
+        assert!(p.threads[0].stats.malloc.count >= 4, "{extra:?}");
+    }
+}
+
+#[test]
 fn no_follow_profiles_only_the_started_process() {
     let dir = Scratch::new("opt-nofollow");
     let out = dir.join("p.json");

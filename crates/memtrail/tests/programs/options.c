@@ -7,6 +7,9 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
 
 void *volatile sink;
 
@@ -91,6 +94,44 @@ int main(int argc, char **argv) {
         waitpid(c, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 127) return 5;
         for (int i = 0; i < 5; i++) free(malloc(222));
+    } else if (!strcmp(what, "errno")) {
+        /* What the allocator tells the program must not change. Each check
+         * that fails exits with its own code. */
+        errno = 0;
+        if (malloc(SIZE_MAX / 2) != NULL || errno != ENOMEM) return 10;
+        errno = 0;
+        if (calloc(SIZE_MAX / 2, 4) != NULL || errno != ENOMEM) return 11;
+        void *p = malloc(10);
+        errno = 42;
+        free(p);
+        if (errno != 42) return 12;
+        errno = 43;
+        free(NULL);
+        if (errno != 43) return 13;
+        void *q = NULL;
+        if (posix_memalign(&q, 3, 16) != EINVAL) return 14;
+        if (posix_memalign(&q, 4096, 100) != 0 || ((uintptr_t)q & 4095) != 0) return 15;
+        free(q);
+        p = malloc(100);
+        errno = 0;
+        if (realloc(p, SIZE_MAX / 2) != NULL || errno != ENOMEM) return 16;
+        free(p); /* the failed realloc left it alive */
+        p = malloc(0);
+        if (p == NULL) return 17;
+        free(p);
+        errno = 0;
+        if (reallocarray(NULL, SIZE_MAX / 2, 4) != NULL || errno != ENOMEM) return 18;
+        void *a = aligned_alloc(64, 128);
+        if (a == NULL || ((uintptr_t)a & 63) != 0) return 19;
+        free(a);
+        void *m = memalign(256, 10);
+        if (m == NULL || ((uintptr_t)m & 255) != 0) return 20;
+        free(m);
+        void *v = valloc(10);
+        if (v == NULL || ((uintptr_t)v & 4095) != 0) return 21;
+        free(v);
+        errno = 0;
+        if (munmap((void *)1, 4096) != -1 || errno != EINVAL) return 22;
     } else if (!strcmp(what, "sampling")) {
         for (int i = 0; i < 1000; i++) free(site_big());    /* 1 GiB   */
         for (int i = 0; i < 200000; i++) free(site_page()); /* 800 MiB */
