@@ -50,6 +50,11 @@ impl Sampler {
     /// weight (1/p, rounded without bias).
     #[inline(always)]
     pub fn take(&mut self, size: u64) -> Option<u64> {
+        // A zero-byte request holds no sample point (its weight would be
+        // infinite); it is counted in the per-function totals only.
+        if size == 0 {
+            return None;
+        }
         self.left -= size as i64;
         if self.left > 0 {
             return None;
