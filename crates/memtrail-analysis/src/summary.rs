@@ -289,6 +289,45 @@ fn site_of(profile: &Profile, addr: Addr) -> Site {
     }
 }
 
+/// Rust's allocation plumbing (the global allocator's wrappers, RawVec,
+/// the standard library's own code): a site inside it is reported at the
+/// first frame outside it, as `operator new` is for C++.
+fn is_alloc_plumbing(function: &str, file: &str) -> bool {
+    const PREFIXES: [&str; 8] = [
+        "alloc::alloc::",
+        "alloc::raw_vec::",
+        "<alloc::alloc::Global",
+        "<alloc::raw_vec::",
+        "__rust_alloc",
+        "__rust_realloc",
+        "__rdl_",
+        "std::alloc::",
+    ];
+    PREFIXES.iter().any(|p| function.starts_with(p)) || file.starts_with("/rustc/")
+}
+
+/// The allocation site of a stack: its leaf frame, inline frames included,
+/// past any allocation plumbing (see [`is_alloc_plumbing`]).
+fn site_of_stack(profile: &Profile, stack: &[Addr]) -> Option<Site> {
+    let leaf = *stack.first()?;
+    for &addr in stack {
+        let Some(inner) = profile.resolve_addr(addr) else {
+            break;
+        };
+        let chain = std::iter::once(inner).chain(profile.inline_chain(addr));
+        for f in chain {
+            if !is_alloc_plumbing(f.function, f.file) {
+                return Some(Site {
+                    function: f.function.to_owned(),
+                    location: f.location(),
+                    library: f.binary_name().to_owned(),
+                });
+            }
+        }
+    }
+    Some(site_of(profile, leaf))
+}
+
 /// The program's leaks grouped by symbolized stack (MALT keeps stacks that
 /// differ only in addresses on one line apart), largest first.
 fn leak_reports(profile: &Profile, leaks: &[&memtrail_profile::Leak]) -> Vec<LeakReport> {
@@ -323,8 +362,9 @@ fn site_totals(profile: &Profile) -> Vec<SiteTotal> {
     let mut totals: Vec<SiteTotal> = Vec::new();
     let mut index: HashMap<Site, usize> = HashMap::new();
     for stat in profile.stacks.allocating() {
-        let Some(leaf) = stat.leaf() else { continue };
-        let site = site_of(profile, leaf);
+        let Some(site) = site_of_stack(profile, &stat.stack) else {
+            continue;
+        };
         let i = *index.entry(site.clone()).or_insert_with(|| {
             totals.push(SiteTotal {
                 site,
