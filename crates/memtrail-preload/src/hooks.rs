@@ -730,13 +730,12 @@ fn config_dwarf() -> bool {
 
 // ---- exits ----
 
-/// # Safety
-/// Called as _exit: writes the profile first, as exit() would have.
-#[no_mangle]
-pub unsafe extern "C" fn _exit(code: c_int) -> ! {
+/// Writes the profile, then leaves through the real function (or the
+/// system call, if it could not be found).
+fn exit_after_dump(real: Option<real::ExitFn>, code: c_int) -> ! {
     dump::write("_exit");
-    match real::exit_() {
-        // SAFETY: the real _exit.
+    match real {
+        // SAFETY: the real _exit or _Exit.
         Some(f) => unsafe { f(code) },
         // SAFETY: the raw system call never returns.
         None => unsafe {
@@ -747,19 +746,17 @@ pub unsafe extern "C" fn _exit(code: c_int) -> ! {
 }
 
 /// # Safety
+/// Called as _exit: writes the profile first, as exit() would have.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(code: c_int) -> ! {
+    exit_after_dump(real::exit_(), code)
+}
+
+/// # Safety
 /// Called as _Exit.
 #[no_mangle]
 pub unsafe extern "C" fn _Exit(code: c_int) -> ! {
-    dump::write("_Exit");
-    match real::exit2() {
-        // SAFETY: the real _Exit.
-        Some(f) => unsafe { f(code) },
-        // SAFETY: the raw system call never returns.
-        None => unsafe {
-            libc::syscall(libc::SYS_exit_group, code);
-            core::hint::unreachable_unchecked()
-        },
-    }
+    exit_after_dump(real::exit2(), code)
 }
 
 // ---- signals: our fatal-signal handlers stay invisible to the program ----

@@ -27,6 +27,7 @@
 //! Also: no free of a block the recorder did not see allocated, and the
 //! per-function call counts in the profile are exactly the program's.
 
+mod common;
 #[path = "stress_programs/support.rs"]
 mod support;
 

@@ -42,6 +42,7 @@
 //! with a reusable record (`max_depth.c`), and the first stack inside a
 //! library loaded behind the recorder's dlopen hook (`dlm_main.c`).
 
+mod common;
 #[path = "stress_programs/support.rs"]
 mod support;
 
