@@ -2,7 +2,7 @@
 //! signal). It holds addresses and counters only; the `memtrail` CLI
 //! symbolizes them and writes the profile, outside the profiled process.
 
-use crate::counters::{PerStack, ALIVE, EPOCH, PEAK, PEAK_TICKS};
+use crate::counters::{PerStack, EPOCH, PEAK, PEAK_TICKS};
 use crate::thread::{self, TLS};
 use crate::{arena, config, live, modules, stacks, state, UNRECORDED};
 use alloc::string::String;
@@ -79,7 +79,8 @@ fn stderr_line(s: &str) {
     unsafe { libc::write(2, s.as_ptr() as *const _, s.len()) };
 }
 
-/// Writes this process's dump once. `why` is the way out (for messages).
+/// Writes this process's dump once; `why` names the way out ("signal"
+/// avoids work that is unsafe in a signal handler).
 pub fn write(why: &str) {
     // A vfork child leaving through _exit runs on its parent's memory: it
     // must neither write the parent's data as its own nor stop the parent.
@@ -89,7 +90,6 @@ pub fn write(why: &str) {
     {
         return;
     }
-    let _ = why;
     let _e = crate::sync::ErrnoGuard::new();
     let was = TLS.with(|t| t.in_hook.replace(true));
     state::set(state::State::Finished);
@@ -217,7 +217,6 @@ fn encode() -> Vec<u8> {
     // Leaks: blocks still alive, grouped by stack.
     let mut leaks: Vec<(u64, u64)> = vec![(0, 0); n];
     let mut alive_total = 0u64;
-    let mut live_blocks = 0u64;
     for shard in live::SHARD_TABLE.iter() {
         if let Some(t) = shard.0.try_lock_for(1000) {
             t.for_each(|b| {
@@ -226,7 +225,6 @@ fn encode() -> Vec<u8> {
                     l.1 += b.size;
                 }
                 alive_total += b.size;
-                live_blocks += 1;
             });
         }
     }
@@ -238,7 +236,6 @@ fn encode() -> Vec<u8> {
             e.u(b);
         }
     }
-    let _ = ALIVE.load(Ordering::Relaxed);
     let max_threads = thread::REGISTRY
         .try_lock_for(1000)
         .map_or(0, |r| r.max_alive);
@@ -255,7 +252,6 @@ fn encode() -> Vec<u8> {
         unknown_frees,
         dropped_histogram_entries: sizes.large.dropped + jumps.dropped,
     });
-    let _ = live_blocks;
     e.tag(Tag::End);
     e.sink.0
 }

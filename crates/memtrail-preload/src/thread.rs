@@ -8,10 +8,10 @@
 //! dead; anything the thread still allocates after that (other destructors
 //! run later) goes to one shared `orphan` state under a lock.
 
+use crate::config;
 use crate::counters::{Histogram, SizeHistogram, StackMap};
 use crate::sync::SpinLock;
 use crate::unwind::Unwind;
-use crate::{config, modules};
 use alloc::boxed::Box;
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -236,7 +236,6 @@ pub fn init_key() {
     if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 {
         KEY.store(key as u64, Ordering::Relaxed);
     }
-    let _ = modules::UNWINDER.load(Ordering::Relaxed);
 }
 
 /// Runs `f` on every thread state (live, ended) and the retired and orphan ones.
