@@ -102,11 +102,22 @@ enum Command {
 pub fn main() -> Result<u8> {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            // clap prints help/version to stdout (exit 0) and errors to stderr (exit 2).
-            let code = if e.use_stderr() { 2 } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: clap prints them to stdout.
             let _ = e.print();
-            return Ok(code);
+            return Ok(0);
+        }
+        Err(e) => {
+            // A usage error is one line: the first paragraph of clap's
+            // message (the tip and usage lines after it are left out).
+            let text = e.render().to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!("{}", line.join(" "));
+            return Ok(2);
         }
     };
     match cli.command {
