@@ -91,6 +91,8 @@ pub struct SiteTotal {
     pub calls: u64,
     /// Bytes allocated.
     pub bytes: u64,
+    /// Bytes of this site alive when the whole process reached its peak.
+    pub at_peak: u64,
 }
 
 /// Blocks alive at exit that share a stack.
@@ -156,6 +158,9 @@ pub struct Summary {
     pub top_by_bytes: Vec<SiteTotal>,
     /// Top sites by allocation calls.
     pub top_by_calls: Vec<SiteTotal>,
+    /// The sites that held the most memory when the process reached its
+    /// peak (heaptrack's "peak consumers").
+    pub top_at_peak: Vec<SiteTotal>,
     /// Top leaking stacks of the program (runtime leaks excluded; stacks
     /// that symbolize alike merged).
     pub top_leaks: Vec<LeakReport>,
@@ -219,6 +224,8 @@ impl Summary {
         top_leaks.truncate(options.top);
 
         let sites = site_totals(profile);
+        let mut top_at_peak: Vec<SiteTotal> =
+            sites.iter().filter(|s| s.at_peak > 0).cloned().collect();
         let mut top_by_bytes = sites.clone();
         top_by_bytes.sort_by(|a, b| {
             (Reverse(a.bytes), Reverse(a.calls), &a.site.function).cmp(&(
@@ -237,6 +244,10 @@ impl Summary {
             ))
         });
         top_by_calls.truncate(options.top);
+        top_at_peak.sort_by(|a, b| {
+            (Reverse(a.at_peak), &a.site.function).cmp(&(Reverse(b.at_peak), &b.site.function))
+        });
+        top_at_peak.truncate(options.top);
 
         Summary {
             command: profile.run.command.clone(),
@@ -255,6 +266,7 @@ impl Summary {
             alive_runtime,
             top_by_bytes,
             top_by_calls,
+            top_at_peak,
             top_leaks,
             leaking_stacks,
             recording: ext.map(|e| Recording {
@@ -370,11 +382,15 @@ fn site_totals(profile: &Profile) -> Vec<SiteTotal> {
                 site,
                 calls: 0,
                 bytes: 0,
+                at_peak: 0,
             });
             totals.len() - 1
         });
         totals[i].calls = totals[i].calls.saturating_add(stat.infos.alloc.count);
         totals[i].bytes = totals[i].bytes.saturating_add(stat.infos.alloc.sum);
+        totals[i].at_peak = totals[i]
+            .at_peak
+            .saturating_add(stat.infos.global_peak.max(0) as u64);
     }
     totals
 }
@@ -617,6 +633,20 @@ impl fmt::Display for Summary {
 
         Summary::write_sites(f, "Top allocation sites by bytes", &self.top_by_bytes)?;
         Summary::write_sites(f, "Top allocation sites by calls", &self.top_by_calls)?;
+        if !self.top_at_peak.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "Top sites at the peak (memory they held when the whole process peaked)"
+            )?;
+            let mut rows = vec![vec!["alive at peak".to_owned(), "site".to_owned()]];
+            rows.extend(
+                self.top_at_peak
+                    .iter()
+                    .map(|s| vec![format_bytes(s.at_peak), s.site.to_string()]),
+            );
+            table(f, "  ", &rows, 1)?;
+        }
 
         if !self.top_leaks.is_empty() {
             writeln!(f)?;

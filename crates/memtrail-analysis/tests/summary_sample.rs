@@ -133,6 +133,12 @@ Top allocation sites by calls
     4.0 KiB (4112 B)      2  grow  /home/user/demo/sample.c:5  (sample)
   71.0 KiB (72704 B)      1  std::__throw_ios_failure(char const*, int)  ??  (libstdc++.so.6.0.30)
 
+Top sites at the peak (memory they held when the whole process peaked)
+       alive at peak  site
+  71.0 KiB (72704 B)  std::__throw_ios_failure(char const*, int)  ??  (libstdc++.so.6.0.30)
+    4.0 KiB (4096 B)  grow  /home/user/demo/sample.c:5  (sample)
+    1.0 KiB (1040 B)  __new_exitfn  ./stdlib/./stdlib/cxa_atexit.c:114  (libc.so.6)
+
 Top leaking stacks (1 of 1)
   256 B in 2 blocks
       make  /home/user/demo/sample.c:4  (sample)
