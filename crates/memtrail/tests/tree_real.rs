@@ -199,6 +199,54 @@ fn c_recursion_in_every_mode() {
     ));
     assert_eq!(b[0], "1 main 430 0 0");
     assert!(b.contains(&"3 leaf 100 300 400".to_owned()), "{b:?}");
+
+    // Every block stays alive to the end (kept in a global array): the
+    // bytes at the peak and the bytes leaked are the same 430.
+    for metric in ["peak", "leaked"] {
+        let t = tree_json(&prof, &["--collapse", "full", "--metric", metric]);
+        assert_eq!(t["total"], 430, "{metric}");
+        assert_eq!(rows_under_main(&t), b, "{metric}");
+    }
+
+    // One routine per source line: r appears once per line it calls from
+    // (the leaf call, the recursive call), leaf at its malloc line.
+    let by_line = all_rows(&tree_json(
+        &prof,
+        &["--collapse", "none", "--metric", "count", "--by-line"],
+    ));
+    let line = |name| common::site_line("recursion.c", name);
+    for want in [
+        format!("r recursion.c:{} 3 0 0", line("r_rec")),
+        format!("r recursion.c:{} 1 0 0", line("r_leaf")),
+        format!("leaf recursion.c:{} 1 0 1", line("leaf")),
+    ] {
+        assert!(by_line.contains(&want), "no `{want}` in {by_line:?}");
+    }
+    // By function, the same calls are one routine r.
+    assert!(!all_rows(&tree_json(&prof, &["--metric", "count"]))
+        .iter()
+        .any(|r| r.starts_with("r recursion.c")));
+}
+
+/// Every ordinary node as `routine d i e`, in no particular order.
+fn all_rows(v: &Value) -> Vec<String> {
+    let mut rows = Vec::new();
+    let mut stack: Vec<&Value> = v["roots"].as_array().unwrap().iter().collect();
+    while let Some(n) = stack.pop() {
+        if n.get("stub_to").is_none() {
+            rows.push(format!(
+                "{} {} {} {}",
+                n["routine"].as_str().unwrap(),
+                n["incl_direct"],
+                n["incl_indirect"],
+                n["excl"]
+            ));
+        }
+        if let Some(c) = n["children"].as_array() {
+            stack.extend(c);
+        }
+    }
+    rows
 }
 
 /// Every path of a fully collapsed tree holds each routine once.

@@ -5,11 +5,11 @@
 void *keep[64];
 int nk;
 
-__attribute__((noinline)) void leaf(int n) { keep[nk++ % 64] = malloc(n); }
+__attribute__((noinline)) void leaf(int n) { keep[nk++ % 64] = malloc(n); /* SITE:leaf */ }
 
 __attribute__((noinline)) void r(int d) {
-    leaf(100);
-    if (d > 0) r(d - 1);
+    leaf(100);          /* SITE:r_leaf */
+    if (d > 0) r(d - 1); /* SITE:r_rec */
     __asm__ volatile("");
 }
 
