@@ -89,6 +89,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a profile as a callgrind file (for KCachegrind, callgrind_annotate).
+    Callgrind {
+        file: PathBuf,
+        /// Where to write it (default: callgrind.out.<profile stem>).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
@@ -183,6 +190,23 @@ pub fn main() -> Result<u8> {
             let mut out = std::io::BufWriter::new(stdout.lock());
             crate::tree::print(&profile, &opts, &mut out)?;
             std::io::Write::flush(&mut out)?;
+            Ok(0)
+        }
+        Command::Callgrind { file, output } => {
+            let profile = memtrail_profile::Profile::from_path(&file)?;
+            let out = output.unwrap_or_else(|| {
+                let stem = file
+                    .file_stem()
+                    .map_or_else(|| "profile".into(), |s| s.to_string_lossy().into_owned());
+                PathBuf::from(format!("callgrind.out.{stem}"))
+            });
+            let f = std::fs::File::create(&out)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            let mut w = std::io::BufWriter::new(f);
+            memtrail_profile::callgrind::write(&profile, &mut w)
+                .and_then(|()| std::io::Write::flush(&mut w))
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            eprintln!("memtrail: callgrind file written to {}", out.display());
             Ok(0)
         }
         Command::Report { file, top } => {

@@ -395,3 +395,48 @@ fn bad_input_is_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
 }
+
+#[test]
+fn callgrind_export_reads_in_callgrind_annotate() {
+    let dir = Scratch::new("callgrind");
+    let exe = dir.join("recursion");
+    compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
+    let _ = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let out = dir.join("callgrind.out");
+    let o = memtrail()
+        .arg("callgrind")
+        .arg(dir.join("p.json"))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = Command::new("callgrind_annotate")
+        .arg("--inclusive=yes")
+        .arg(&out)
+        .output()
+        .expect("callgrind_annotate (valgrind)");
+    let text = String::from_utf8_lossy(&a.stdout);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    // Inclusive allocation counts: main made all 7, r 4, a 3.
+    let row = |f: &str| {
+        text.lines()
+            .find(|l| l.trim_end().ends_with(&format!(":{f}")) || l.contains(&format!(":{f} ")))
+    };
+    for (f, n) in [("main", "7"), ("leaf", "7"), ("r", "4"), ("a", "3")] {
+        let line = row(f).unwrap_or_else(|| panic!("no {f} in:\n{text}"));
+        assert!(line.trim_start().starts_with(n), "{f}: {line}");
+    }
+    let bad = memtrail()
+        .args(["callgrind", "/nonexistent.json"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr)
+            .trim_end()
+            .lines()
+            .count(),
+        1
+    );
+}
