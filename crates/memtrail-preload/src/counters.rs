@@ -18,9 +18,13 @@ pub const SLACK: i64 = 64 * 1024;
 pub static ALIVE: AtomicI64 = AtomicI64::new(0);
 pub static PEAK: AtomicU64 = AtomicU64::new(0);
 pub static PEAK_TICKS: AtomicU64 = AtomicU64::new(0);
-/// Moves every time the global peak moves; stacks snapshot their bytes
-/// alive lazily when they first see a new epoch (MALT's O(1) scheme).
-pub static EPOCH: AtomicU64 = AtomicU64::new(0);
+/// The epoch of the global peak is the peak itself: it only grows, and
+/// moves exactly when the peak does. Stacks snapshot their bytes alive
+/// lazily when they first see a new epoch (MALT's O(1) scheme).
+#[inline(always)]
+pub fn epoch() -> u64 {
+    PEAK.load(Ordering::Relaxed)
+}
 
 #[derive(Clone, Copy, Default)]
 pub struct PerStack {
@@ -44,7 +48,7 @@ impl PerStack {
     /// Snapshot for the global peak, before the first change in a new epoch.
     #[inline(always)]
     fn touch(&mut self) {
-        let e = EPOCH.load(Ordering::Relaxed);
+        let e = epoch();
         if self.epoch != e {
             self.at_peak = self.alive;
             self.epoch = e;
@@ -131,7 +135,6 @@ pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
                     if now != 0 { now } else { crate::hooks::ticks() },
                     Ordering::Relaxed,
                 );
-                EPOCH.fetch_add(1, Ordering::Relaxed);
             }
         }
     } else if *pending < -SLACK {

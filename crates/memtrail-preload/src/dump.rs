@@ -2,7 +2,7 @@
 //! signal). It holds addresses and counters only; the `memtrail` CLI
 //! symbolizes them and writes the profile, outside the profiled process.
 
-use crate::counters::{PerStack, EPOCH, PEAK, PEAK_TICKS};
+use crate::counters::{PerStack, PEAK, PEAK_TICKS};
 use crate::thread::{self, TLS};
 use crate::{arena, config, live, modules, stacks, state, UNRECORDED};
 use alloc::string::String;
@@ -148,7 +148,7 @@ fn encode() -> Vec<u8> {
     e.bytes(&read_file(c"/proc/self/maps"));
 
     // Merge every thread's counters.
-    let epoch = EPOCH.load(Ordering::Relaxed);
+    let epoch = crate::counters::epoch();
     let n = stacks::count() as usize;
     let mut merged = vec![
         PerStack {

@@ -152,7 +152,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
 
 /// Folds a finished thread's counters into `retired`.
 fn retire(st: *mut ThreadState) {
-    let epoch = crate::counters::EPOCH.load(Ordering::Relaxed);
+    let epoch = crate::counters::epoch();
     let mut reg = REGISTRY.lock();
     // SAFETY: st is a registered, live state owned by the exiting thread.
     let s = unsafe { &mut *st };
