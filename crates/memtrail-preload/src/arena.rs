@@ -39,6 +39,17 @@ pub static ARENA_LOCK: SpinLock<Classes> = SpinLock::new(Classes {
 /// Maps anonymous memory with the raw system call, so that the recorder's
 /// own `mmap` hook does not count it.
 pub fn map(len: usize) -> *mut u8 {
+    map_with(len, 0)
+}
+
+/// Like [`map`], with every page faulted in by the kernel at once: for a
+/// table that is about to be written all over (a live-block table being
+/// rehashed), one system call instead of a trap per page.
+pub fn map_populated(len: usize) -> *mut u8 {
+    map_with(len, libc::MAP_POPULATE)
+}
+
+fn map_with(len: usize, extra: i32) -> *mut u8 {
     let _e = crate::sync::ErrnoGuard::new();
     // SAFETY: an anonymous private mapping has no preconditions.
     let p = unsafe {
@@ -47,7 +58,7 @@ pub fn map(len: usize) -> *mut u8 {
             0usize,
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra,
             -1i32,
             0usize,
         )

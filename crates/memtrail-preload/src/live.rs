@@ -67,7 +67,7 @@ pub fn shard_of(addr: u64) -> &'static Shard {
 impl Table {
     fn alloc_slots(cap: usize) -> *mut Entry {
         // Fresh anonymous mappings are zero-filled, i.e. all slots empty.
-        arena::map(cap * core::mem::size_of::<Entry>()) as *mut Entry
+        arena::map_populated(cap * core::mem::size_of::<Entry>()) as *mut Entry
     }
 
     fn grow(&mut self) -> bool {
