@@ -26,7 +26,6 @@ pub struct Dump {
     pub realloc_jumps: Vec<(u64, u64, u64)>,
     pub leaks: Vec<LeakRec>,
     pub globals: Globals,
-    pub timeline: Vec<(u64, u64)>,
 }
 
 /// One executable mapping of a module the process had loaded at some point.
@@ -263,7 +262,6 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     dropped_histogram_entries: r.u()?,
                 }
             }
-            Tag::TimePoint => d.timeline.push((r.u()?, r.u()?)),
             Tag::End => {
                 if !seen_header {
                     return Err(DecodeError::NotADump);

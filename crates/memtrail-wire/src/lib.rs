@@ -129,8 +129,6 @@ pub enum Tag {
     Leak = 9,
     /// see [`Globals`]
     Globals = 10,
-    /// time (ticks since start), requested bytes alive: one timeline point
-    TimePoint = 11,
     /// end of dump
     End = 0xff,
 }
@@ -148,7 +146,6 @@ impl Tag {
             8 => Tag::ReallocJump,
             9 => Tag::Leak,
             10 => Tag::Globals,
-            11 => Tag::TimePoint,
             0xff => Tag::End,
             _ => return None,
         })
