@@ -10,7 +10,7 @@
 use crate::stacks::{self, StackId};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use memtrail_wire::{MinMaxSum, StackCounters};
+use memtrail_wire::{StackCounters, Totals};
 
 pub const SLACK: i64 = 64 * 1024;
 
@@ -28,14 +28,7 @@ pub fn epoch() -> u64 {
 
 #[derive(Clone, Copy, Default)]
 pub struct PerStack {
-    pub alloc: MinMaxSum,
-    pub free: MinMaxSum,
-    pub lifetime: MinMaxSum,
-    pub mmap: MinMaxSum,
-    pub munmap: MinMaxSum,
-    pub zeros: u64,
-    pub realloc_count: u64,
-    pub realloc_delta: i64,
+    pub t: Totals,
     /// This thread's part of the stack's bytes alive.
     pub alive: i64,
     /// Part of `alive` already added to the stack's shared counter.
@@ -93,27 +86,13 @@ impl PerStack {
         self.at_peak += o.at_peak_final(epoch_now);
         self.alive += o.alive;
         self.flushed += o.flushed;
-        self.alloc.merge(&o.alloc);
-        self.free.merge(&o.free);
-        self.lifetime.merge(&o.lifetime);
-        self.mmap.merge(&o.mmap);
-        self.munmap.merge(&o.munmap);
-        self.zeros += o.zeros;
-        self.realloc_count += o.realloc_count;
-        self.realloc_delta += o.realloc_delta;
+        self.t.merge(&o.t);
     }
 
     pub fn wire_counters(&self, id: StackId, epoch: u64) -> StackCounters {
         let e = stacks::entry(id);
         StackCounters {
-            alloc: self.alloc,
-            free: self.free,
-            lifetime: self.lifetime,
-            mmap: self.mmap,
-            munmap: self.munmap,
-            zeros: self.zeros,
-            realloc_count: self.realloc_count,
-            realloc_delta: self.realloc_delta,
+            totals: self.t,
             alive: self.alive,
             max_alive: e.max_alive.load(Ordering::Relaxed),
             at_peak: self.at_peak_final(epoch),

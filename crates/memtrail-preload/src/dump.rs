@@ -179,7 +179,7 @@ fn encode() -> Vec<u8> {
         }
     });
     for (id, m) in merged.iter().enumerate() {
-        if m.alloc.count == 0 && m.free.count == 0 && m.mmap.count == 0 && m.munmap.count == 0 {
+        if m.t.is_empty() {
             continue;
         }
         let entry = stacks::entry(id as u32);

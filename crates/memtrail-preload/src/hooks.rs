@@ -196,9 +196,9 @@ fn on_alloc(
     st.sizes.add(size as u64, cw);
     let id = stack(st, fp);
     let ps = st.stacks.get(id);
-    ps.alloc.add_weighted(size as u64, cw, bw);
+    ps.t.alloc.add_weighted(size as u64, cw, bw);
     if size == 0 {
-        ps.zeros += cw;
+        ps.t.zeros += cw;
     }
     ps.add_alive(id, bw as i64);
     global_alive(&mut st.pending, bw as i64, t0);
@@ -249,10 +249,10 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
     }
     let (cw, bw) = weights(e);
     let ps = st.stacks.get(e.stack);
-    ps.free.add_weighted(e.size, cw, bw);
+    ps.t.free.add_weighted(e.size, cw, bw);
     if now != 0 {
         let lt = now.wrapping_sub(e.time).min(i64::MAX as u64);
-        ps.lifetime.add_weighted(lt, cw, lt.saturating_mul(cw));
+        ps.t.lifetime.add_weighted(lt, cw, lt.saturating_mul(cw));
     }
     ps.add_alive(e.stack, -(bw as i64));
     global_alive(&mut st.pending, -(bw as i64), now);
@@ -416,8 +416,8 @@ unsafe fn realloc_common(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         return q;
     }
     let ps = st.stacks.get(id);
-    ps.realloc_count += 1;
-    ps.realloc_delta += size as i64 - old_size as i64;
+    ps.t.realloc_count += 1;
+    ps.t.realloc_delta += size as i64 - old_size as i64;
     if !p.is_null() {
         st.jumps.add((old_size, size as u64), 1);
     }
@@ -618,9 +618,9 @@ fn on_map(fp: u64, len: usize, unmap: bool) {
     let id = stack(st, fp);
     let ps = st.stacks.get(id);
     if unmap {
-        ps.munmap.add(len as u64);
+        ps.t.munmap.add(len as u64);
     } else {
-        ps.mmap.add(len as u64);
+        ps.t.mmap.add(len as u64);
     }
 }
 

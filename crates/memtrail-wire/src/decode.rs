@@ -212,7 +212,7 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
             }
             Tag::StackStats => {
                 let id = r.u()?;
-                let c = StackCounters {
+                let totals = Totals {
                     alloc: r.mms()?,
                     free: r.mms()?,
                     lifetime: r.mms()?,
@@ -221,6 +221,9 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     zeros: r.u()?,
                     realloc_count: r.u()?,
                     realloc_delta: r.i()?,
+                };
+                let c = StackCounters {
+                    totals,
                     alive: r.i()?,
                     max_alive: r.u()?,
                     at_peak: r.i()?,
@@ -297,8 +300,8 @@ mod tests {
         e.u(0x401000);
         e.u(u64::MAX);
         let mut c = StackCounters::default();
-        c.alloc.add(10);
-        c.realloc_delta = -5;
+        c.totals.alloc.add(10);
+        c.totals.realloc_delta = -5;
         c.alive = -7;
         e.stack_counters(3, &c);
         e.globals(&Globals {
@@ -316,9 +319,9 @@ mod tests {
         assert_eq!(d.stack_mode, Some(StackMode::Dwarf));
         assert_eq!(d.cmdline, vec!["prog", "-x"]);
         assert_eq!(d.stacks[0].frames, vec![0x401000, u64::MAX]);
-        assert_eq!(d.stacks[0].counters.realloc_delta, -5);
+        assert_eq!(d.stacks[0].counters.totals.realloc_delta, -5);
         assert_eq!(d.stacks[0].counters.alive, -7);
-        assert_eq!(d.stacks[0].counters.alloc.sum, 10);
+        assert_eq!(d.stacks[0].counters.totals.alloc.sum, 10);
         assert_eq!(d.globals.peak_requested, 10);
     }
 

@@ -152,10 +152,11 @@ impl Tag {
     }
 }
 
-/// Per-stack counters, in the order they are written after a [`Tag::StackStats`] id.
-/// `alive_at_exit` and the `*_min` of empty series are 0.
+/// The additive part of a stack's counters: each field merges by sum (or
+/// min/max), so the recorder's per-thread counters, a dead thread's, and
+/// stacks merged by the CLI all combine with [`Totals::merge`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StackCounters {
+pub struct Totals {
     pub alloc: MinMaxSum,
     pub free: MinMaxSum,
     pub lifetime: MinMaxSum,
@@ -164,6 +165,34 @@ pub struct StackCounters {
     pub zeros: u64,
     pub realloc_count: u64,
     pub realloc_delta: i64,
+}
+
+impl Totals {
+    pub fn merge(&mut self, o: &Totals) {
+        self.alloc.merge(&o.alloc);
+        self.free.merge(&o.free);
+        self.lifetime.merge(&o.lifetime);
+        self.mmap.merge(&o.mmap);
+        self.munmap.merge(&o.munmap);
+        self.zeros += o.zeros;
+        self.realloc_count += o.realloc_count;
+        self.realloc_delta += o.realloc_delta;
+    }
+
+    /// Whether nothing was allocated, freed or mapped.
+    pub fn is_empty(&self) -> bool {
+        self.alloc.count == 0
+            && self.free.count == 0
+            && self.mmap.count == 0
+            && self.munmap.count == 0
+    }
+}
+
+/// Per-stack counters, in the order they are written after a [`Tag::StackStats`] id.
+/// `*_min` of empty series are 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackCounters {
+    pub totals: Totals,
     /// Bytes of this stack alive at the end.
     pub alive: i64,
     /// Largest number of bytes of this stack alive at once.
@@ -306,14 +335,14 @@ impl<S: Sink> Encoder<S> {
     pub fn stack_counters(&mut self, id: u64, c: &StackCounters) {
         self.tag(Tag::StackStats);
         self.u(id);
-        self.mms(&c.alloc);
-        self.mms(&c.free);
-        self.mms(&c.lifetime);
-        self.mms(&c.mmap);
-        self.mms(&c.munmap);
-        self.u(c.zeros);
-        self.u(c.realloc_count);
-        self.i(c.realloc_delta);
+        self.mms(&c.totals.alloc);
+        self.mms(&c.totals.free);
+        self.mms(&c.totals.lifetime);
+        self.mms(&c.totals.mmap);
+        self.mms(&c.totals.munmap);
+        self.u(c.totals.zeros);
+        self.u(c.totals.realloc_count);
+        self.i(c.totals.realloc_delta);
         self.i(c.alive);
         self.u(c.max_alive);
         self.i(c.at_peak);

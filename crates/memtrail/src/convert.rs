@@ -34,14 +34,7 @@ fn mms(m: &memtrail_wire::MinMaxSum) -> mp::MinMaxSum {
 }
 
 fn merge_counters(a: &mut StackCounters, b: &StackCounters) {
-    a.alloc.merge(&b.alloc);
-    a.free.merge(&b.free);
-    a.lifetime.merge(&b.lifetime);
-    a.mmap.merge(&b.mmap);
-    a.munmap.merge(&b.munmap);
-    a.zeros += b.zeros;
-    a.realloc_count += b.realloc_count;
-    a.realloc_delta += b.realloc_delta;
+    a.totals.merge(&b.totals);
     a.alive += b.alive;
     a.at_peak += b.at_peak;
     // Two stacks that became one: their maxima did not necessarily coincide.
@@ -209,17 +202,17 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
 
     for (key, c, id) in &merged {
         let infos = StackInfos {
-            count_zeros: c.zeros as i64,
+            count_zeros: c.totals.zeros as i64,
             max_alive_req: c.max_alive as i64,
             alive_req: c.alive,
-            alloc: mms(&c.alloc),
-            free: mms(&c.free),
-            mmap: mms(&c.mmap),
-            munmap: mms(&c.munmap),
-            lifetime: mms(&c.lifetime),
+            alloc: mms(&c.totals.alloc),
+            free: mms(&c.totals.free),
+            mmap: mms(&c.totals.mmap),
+            munmap: mms(&c.totals.munmap),
+            lifetime: mms(&c.totals.lifetime),
             global_peak: c.at_peak,
-            realloc_count: c.realloc_count,
-            realloc_sum_delta: c.realloc_delta,
+            realloc_count: c.totals.realloc_count,
+            realloc_sum_delta: c.totals.realloc_delta,
         };
         p.stacks.push(StackStat::new(
             format!("0x{id:x}"),
