@@ -18,6 +18,8 @@ pub const SLACK: i64 = 64 * 1024;
 pub static ALIVE: AtomicI64 = AtomicI64::new(0);
 pub static PEAK: AtomicU64 = AtomicU64::new(0);
 pub static PEAK_TICKS: AtomicU64 = AtomicU64::new(0);
+/// The peak when PEAK_TICKS was last read from the clock (--stack none).
+static PEAK_TIMED: AtomicU64 = AtomicU64::new(0);
 /// The epoch of the global peak is the peak itself: it only grows, and
 /// moves exactly when the peak does. Stacks snapshot their bytes alive
 /// lazily when they first see a new epoch (MALT's O(1) scheme).
@@ -110,10 +112,18 @@ pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
             let v = ALIVE.fetch_add(*pending, Ordering::Relaxed) + *pending;
             *pending = 0;
             if v > PEAK.fetch_max(v.max(0) as u64, Ordering::Relaxed) as i64 {
-                PEAK_TICKS.store(
-                    if now != 0 { now } else { crate::hooks::ticks() },
-                    Ordering::Relaxed,
-                );
+                if now != 0 {
+                    PEAK_TICKS.store(now, Ordering::Relaxed);
+                } else if v as u64
+                    >= PEAK_TIMED.load(Ordering::Relaxed) + PEAK_TIMED.load(Ordering::Relaxed) / 64
+                {
+                    // Without a clock read per event (--stack none), the
+                    // peak's time is read when it has grown by 1/64 since
+                    // the last reading: not once per allocation while
+                    // memory grows.
+                    PEAK_TIMED.store(v as u64, Ordering::Relaxed);
+                    PEAK_TICKS.store(crate::hooks::ticks(), Ordering::Relaxed);
+                }
             }
         }
     } else if *pending < -SLACK {
