@@ -175,7 +175,8 @@ fn encode() -> Vec<u8> {
         unknown_frees += s.unknown_frees;
         truncated += s.truncated;
         if s.number < u64::MAX - 1 {
-            threads.push((s.number, s.mem_ops, s.stats));
+            let (ops, stats) = s.totals();
+            threads.push((s.number, ops, stats));
         }
     });
     for (id, m) in merged.iter().enumerate() {

@@ -40,11 +40,15 @@ fn timed_upfront() -> bool {
     c.stack_mode != StackMode::None && c.sample_every == 0
 }
 
+/// The lean paths of `--sample-every`, where an unsampled call costs a few
+/// nanoseconds, time one call in `CALL_SAMPLE_LEAN` of theirs instead.
+pub const CALL_SAMPLE_LEAN: u64 = 1024;
+
 /// Clock reads of one event: `t0` before the real call (0 when not needed),
-/// and whether this call's duration is sampled.
+/// and the weight of this call's duration (0 when it is not measured).
 struct Clock {
     t0: u64,
-    sampled: bool,
+    scale: u64,
 }
 
 impl Clock {
@@ -57,14 +61,17 @@ impl Clock {
         } else {
             0
         };
-        Clock { t0, sampled }
+        Clock {
+            t0,
+            scale: if sampled { CALL_SAMPLE } else { 0 },
+        }
     }
 
     /// Estimated duration to add for this call.
     #[inline(always)]
     fn duration(&self) -> u64 {
-        if self.sampled {
-            ticks().wrapping_sub(self.t0).wrapping_mul(CALL_SAMPLE)
+        if self.scale != 0 {
+            ticks().wrapping_sub(self.t0).wrapping_mul(self.scale)
         } else {
             0
         }
@@ -179,7 +186,7 @@ fn on_alloc(
     // Count and byte weights: 1 and the size, or a sample's estimate.
     let (cw, bw) = match st.sampler.as_mut() {
         None => (1, size as u64),
-        Some(s) => match s.take(size as u64) {
+        Some(s) => match s.take(&thread::tls().left, size as u64) {
             None => return NOT_RECORDED,
             Some(cw) => {
                 if t0 == 0 && timed() {
@@ -288,6 +295,22 @@ unsafe extern "C" fn malloc_impl(size: usize, fp: u64) -> *mut c_void {
     alloc_hook!(fp, AllocFn::Malloc, size, fwd_malloc(size))
 }
 
+/// `malloc`'s lean path for a call whose duration is measured (one in
+/// `CALL_SAMPLE_LEAN`), entered by a jump from `malloc` below, which has
+/// checked everything but the clock.
+unsafe extern "C" fn malloc_lean_timed(size: usize) -> *mut c_void {
+    let t = thread::tls();
+    t.left.set(t.left.get() - size as i64);
+    t.mallocs.set(t.mallocs.get() + 1);
+    t.malloc_bytes.set(t.malloc_bytes.get() + size as u64);
+    let t0 = ticks();
+    // SAFETY: the real malloc, resolved when `lean` was set.
+    let p = unsafe { core::mem::transmute::<usize, real::MallocFn>(t.real_malloc.get())(size) };
+    let dt = ticks().wrapping_sub(t0).wrapping_mul(CALL_SAMPLE_LEAN);
+    t.malloc_ticks.set(t.malloc_ticks.get().wrapping_add(dt));
+    p
+}
+
 /// # Safety
 /// Called as C's calloc.
 unsafe extern "C" fn calloc_impl(n: usize, m: usize, fp: u64) -> *mut c_void {
@@ -308,6 +331,36 @@ unsafe extern "C" fn calloc_impl(n: usize, m: usize, fp: u64) -> *mut c_void {
 /// Called as C's free.
 #[no_mangle]
 pub unsafe extern "C" fn free(p: *mut c_void) {
+    // The lean path of `--sample-every` (see `malloc`): a block that
+    // certainly was not sampled is counted and handed to the real free.
+    let t = thread::tls();
+    if t.lean.get()
+        && !t.in_hook.get()
+        && !p.is_null()
+        && !crate::sampler::maybe(p as u64)
+        && !real::is_boot(p)
+    {
+        let n = t.frees.get() + 1;
+        t.frees.set(n);
+        // SAFETY: the real free, resolved when `lean` was set, on a block
+        // of the real allocator (not a boot block).
+        let f = unsafe { core::mem::transmute::<usize, real::FreeFn>(t.real_free.get()) };
+        if !n.is_multiple_of(CALL_SAMPLE_LEAN) {
+            return unsafe { f(p) };
+        }
+        let t0 = ticks();
+        // SAFETY: as above.
+        unsafe { f(p) };
+        let dt = ticks().wrapping_sub(t0).wrapping_mul(CALL_SAMPLE_LEAN);
+        t.free_ticks.set(t.free_ticks.get().wrapping_add(dt));
+        return;
+    }
+    // SAFETY: as for this function.
+    unsafe { free_full(p) }
+}
+
+#[inline(never)]
+unsafe fn free_full(p: *mut c_void) {
     if real::is_boot(p) {
         return;
     }
@@ -596,7 +649,70 @@ macro_rules! trampoline6 {
     };
 }
 
-trampoline!(malloc, malloc_impl, "rsi", (size: usize) -> *mut c_void);
+/// `malloc`'s entry: in `--sample-every` mode, the lean path, which
+/// counts a call that will not be sampled and jumps to the real malloc with
+/// the caller's frame untouched; otherwise, or for any call the full hook
+/// must see, the trampoline above.
+///
+/// The lean path runs when the thread's TLS block says `lean` (a sampling
+/// thread with live state) and not `in_hook`, the request is not zero-size,
+/// no sample point falls in it, and its duration is not to be measured (one
+/// call in `CALL_SAMPLE_LEAN` goes to `malloc_lean_timed`). It reads and
+/// writes only the first line of the TLS block. The real malloc then runs
+/// after the hook has returned, so `in_hook` is not set during it: an
+/// allocator preloaded after memtrail that maps memory through the PLT has
+/// those mappings recorded, as a program's would be.
+///
+/// # Safety
+/// Called as C's malloc.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    core::arch::naked_asm!(
+        ".cfi_startproc",
+        "mov rax, qword ptr fs:[0]",
+        "add rax, qword ptr [rip + __memtrail_tls_block@GOTTPOFF]",
+        // in_hook == 0 and lean == 1
+        "cmp word ptr [rax + {gate}], 0x100",
+        "jne 2f",
+        "test rdi, rdi",
+        "jz 2f",
+        "mov rcx, qword ptr [rax + {left}]",
+        "sub rcx, rdi",
+        "jle 2f",
+        "mov rdx, qword ptr [rax + {mallocs}]",
+        "add rdx, 1",
+        "test rdx, {mask}",
+        "jz 3f",
+        "mov qword ptr [rax + {left}], rcx",
+        "mov qword ptr [rax + {mallocs}], rdx",
+        "add qword ptr [rax + {bytes}], rdi",
+        "jmp qword ptr [rax + {real}]",
+        "3:",
+        "jmp {timed}",
+        "2:",
+        "push rbp",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_rel_offset rbp, 0",
+        "mov rbp, rsp",
+        "mov rsi, rsp",
+        "call {imp}",
+        "pop rbp",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore rbp",
+        "ret",
+        ".cfi_endproc",
+        gate = const thread::TLS_GATE,
+        left = const thread::TLS_LEFT,
+        mallocs = const thread::TLS_MALLOCS,
+        bytes = const thread::TLS_MALLOC_BYTES,
+        real = const thread::TLS_REAL_MALLOC,
+        mask = const CALL_SAMPLE_LEAN - 1,
+        timed = sym malloc_lean_timed,
+        imp = sym malloc_impl,
+    )
+}
+
 trampoline!(calloc, calloc_impl, "rdx", (n: usize, m: usize) -> *mut c_void);
 trampoline!(realloc, realloc_impl, "rdx", (p: *mut c_void, size: usize) -> *mut c_void);
 trampoline!(reallocarray, reallocarray_impl, "rcx", (p: *mut c_void, n: usize, m: usize) -> *mut c_void);

@@ -12,21 +12,20 @@
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
+/// The random part of a thread's sampler. The bytes left before the next
+/// sample point live in the thread's TLS block (`Tls::left`), where the
+/// lean paths in `hooks` count them down.
 pub struct Sampler {
-    left: i64,
     rng: u64,
     mean: f64,
 }
 
 impl Sampler {
     pub fn new(mean: u64, seed: u64) -> Sampler {
-        let mut s = Sampler {
-            left: 0,
+        Sampler {
             rng: seed | 1,
             mean: mean as f64,
-        };
-        s.left = s.gap();
-        s
+        }
     }
 
     fn next(&mut self) -> u64 {
@@ -46,20 +45,26 @@ impl Sampler {
         (-self.uniform().ln() * self.mean).min(i64::MAX as f64 / 2.0) as i64 + 1
     }
 
+    /// The first gap of a thread.
+    pub fn first_gap(&mut self) -> i64 {
+        self.gap()
+    }
+
     /// Whether an allocation of `size` bytes is sampled; if so, its count
     /// weight (1/p, rounded without bias).
     #[inline(always)]
-    pub fn take(&mut self, size: u64) -> Option<u64> {
+    pub fn take(&mut self, left: &core::cell::Cell<i64>, size: u64) -> Option<u64> {
         // A zero-byte request holds no sample point (its weight would be
         // infinite); it is counted in the per-function totals only.
         if size == 0 {
             return None;
         }
-        self.left -= size as i64;
-        if self.left > 0 {
+        let l = left.get() - size as i64;
+        if l > 0 {
+            left.set(l);
             return None;
         }
-        self.left = self.gap();
+        left.set(self.gap());
         let w = 1.0 / probability(size, self.mean);
         let whole = w.floor();
         let extra = (self.uniform() <= w - whole) as u64;

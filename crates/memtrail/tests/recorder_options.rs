@@ -228,3 +228,41 @@ fn sampling_estimates_are_within_ten_percent() {
         exact.threads[0].stats.malloc.count
     );
 }
+
+#[test]
+fn sampling_keeps_exact_call_counts_in_every_thread() {
+    // The lean path of --sample-every counts calls in each thread's TLS
+    // block: threads that ended and threads still running at exit must
+    // both be counted, and match the exact mode call for call.
+    let dir = Scratch::new("opt-sampled-threads");
+    let exe = build(&dir);
+    let exact = run(&dir, &exe, &[], &["sampled-threads"]);
+    let sampled = run(
+        &dir,
+        &exe,
+        &["--sample-every", "65536"],
+        &["sampled-threads"],
+    );
+    let totals = |p: &Profile| {
+        p.threads.iter().fold((0, 0, 0), |a, t| {
+            (
+                a.0 + t.stats.malloc.count,
+                a.1 + t.stats.free.count,
+                a.2 + t.stats.malloc.sum,
+            )
+        })
+    };
+    let (m, f, b) = totals(&sampled);
+    assert_eq!((m, f, b), totals(&exact));
+    assert!(m >= 400_000 && f >= 400_000, "{m} {f}");
+    // Each worker did its 100000 calls of each.
+    let busy: Vec<_> = sampled
+        .threads
+        .iter()
+        .filter(|t| t.stats.malloc.count >= 100_000)
+        .map(|t| (t.stats.malloc.count, t.stats.free.count))
+        .collect();
+    assert_eq!(busy.len(), 4, "{busy:?}");
+    // Measured durations are present (one lean call in 1024 is timed).
+    assert!(sampled.threads.iter().any(|t| t.stats.malloc.time > 0));
+}

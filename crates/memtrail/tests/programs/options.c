@@ -50,6 +50,18 @@ static void *hammer(void *arg) {
     return arg;
 }
 
+static pthread_barrier_t done;
+
+/* 100000 pairs, then (for the still-running threads) waits for good. */
+static void *pairs_then(void *park) {
+    for (int i = 0; i < 100000; i++) free(malloc(24 + (i & 127)));
+    if (park) {
+        pthread_barrier_wait(&done);
+        for (;;) pause();
+    }
+    return NULL;
+}
+
 __attribute__((noinline)) static void *site_big(void) { return malloc(1 << 20); }
 __attribute__((noinline)) static void *site_page(void) { return malloc(4096); }
 __attribute__((noinline)) static void *site_small(void) { return malloc(256); }
@@ -132,6 +144,17 @@ int main(int argc, char **argv) {
         free(v);
         errno = 0;
         if (munmap((void *)1, 4096) != -1 || errno != EINVAL) return 22;
+    } else if (!strcmp(what, "sampled-threads")) {
+        /* Two threads end before exit, two are still running at exit. */
+        pthread_barrier_init(&done, NULL, 3);
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, pairs_then, i < 2 ? NULL : (void *)1);
+        pthread_join(t[0], NULL);
+        pthread_join(t[1], NULL);
+        pthread_barrier_wait(&done);
+        puts("ok");
+        fflush(stdout);
+        exit(0);
     } else if (!strcmp(what, "sampling")) {
         for (int i = 0; i < 1000; i++) free(site_big());    /* 1 GiB   */
         for (int i = 0; i < 200000; i++) free(site_page()); /* 800 MiB */
