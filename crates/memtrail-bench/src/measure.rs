@@ -28,8 +28,13 @@ impl Stack {
 pub enum Tool {
     Plain,
     Memtrail(Stack),
+    /// `--sample-every SAMPLE_EVERY` (dwarf stacks for the samples).
+    MemtrailSampled,
     Heaptrack,
 }
+
+/// The mean gap of the sampling mode measured (the 512 KiB).
+pub const SAMPLE_EVERY: u64 = 512 * 1024;
 
 impl Tool {
     pub fn name(self) -> &'static str {
@@ -38,6 +43,7 @@ impl Tool {
             Tool::Memtrail(Stack::Dwarf) => "memtrail dwarf",
             Tool::Memtrail(Stack::Fp) => "memtrail fp",
             Tool::Memtrail(Stack::None) => "memtrail none",
+            Tool::MemtrailSampled => "memtrail 512K",
             Tool::Heaptrack => "heaptrack",
         }
     }
@@ -110,6 +116,15 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
                 .args(["--stack", stack.arg(), "--"])
                 .arg(&p.exe);
         }
+        Tool::MemtrailSampled => {
+            cmd = Command::new(&tools.memtrail);
+            cmd.args(["run", "-q", "-o"])
+                .arg(tools.scratch.join("mt.json"))
+                .arg("--sample-every")
+                .arg(SAMPLE_EVERY.to_string())
+                .arg("--")
+                .arg(&p.exe);
+        }
         Tool::Heaptrack => {
             let Some(ht) = &tools.heaptrack else {
                 bail!("heaptrack is not installed")
@@ -143,7 +158,7 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
             // recorded nothing would look fast.
             let want = match tool {
                 Tool::Plain => None,
-                Tool::Memtrail(_) => Some("mt.json"),
+                Tool::Memtrail(_) | Tool::MemtrailSampled => Some("mt.json"),
                 Tool::Heaptrack => Some("ht."),
             };
             match want {

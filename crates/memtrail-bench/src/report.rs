@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 pub const CHURN_MAX_ADDED_RATIO: f64 = 0.25;
 pub const PYTHON_MAX_WALL_RATIO: f64 = 0.33;
 pub const PAIRS_MAX_ADDED_NS: f64 = 40.0;
+/// `--sample-every 512K` on the Python workload: wall time over plain's.
+pub const PYTHON_SAMPLED_MAX_OVERHEAD: f64 = 0.05;
 /// Noise allowance of the threads criterion: memtrail's added cost per pair may
 /// grow from T=1 to T by at most this factor times what plain's cost per pair does.
 pub const THREADS_GROWTH_SLACK: f64 = 1.25;
@@ -158,6 +160,19 @@ fn targets(rows: &[Row], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> 
             unit: "",
             limit: Some(PYTHON_MAX_WALL_RATIO),
             pass: value.map(|v| v <= PYTHON_MAX_WALL_RATIO),
+        });
+    }
+    if has(Workload::Python) {
+        let value = find(rows, Workload::Python, Tool::MemtrailSampled)
+            .and_then(|r| r.ratio)
+            .map(|r| r - 1.0);
+        t.push(Target {
+            workload: "python",
+            what: "memtrail 512K wall / plain wall - 1".into(),
+            value,
+            unit: "",
+            limit: Some(PYTHON_SAMPLED_MAX_OVERHEAD),
+            pass: value.map(|v| v <= PYTHON_SAMPLED_MAX_OVERHEAD),
         });
     }
     if has(Workload::Pairs) {

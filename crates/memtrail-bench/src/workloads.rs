@@ -193,7 +193,8 @@ fn tools_for(w: Workload, heaptrack: bool) -> Vec<Tool> {
     match w {
         Workload::Churn => v.push(Tool::Memtrail(Stack::Fp)),
         Workload::Pairs => v.push(Tool::Memtrail(Stack::None)),
-        Workload::Python | Workload::Threads => {}
+        Workload::Python => v.push(Tool::MemtrailSampled),
+        Workload::Threads => {}
     }
     // The threads table compares memtrail with the plain program only.
     if heaptrack && w != Workload::Threads {
