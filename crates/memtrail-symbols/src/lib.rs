@@ -122,6 +122,16 @@ impl Symbols {
     pub fn symbolize(&self, modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved>> {
         symbolize_with(&self.symbolizer, modules, addrs)
     }
+
+    /// Opens `path` and parses its symbols and debug information ahead of
+    /// use, by looking up `file_offsets` in it (offsets into its code; the
+    /// results are dropped). For work done while the profiled program still
+    /// runs; a file that cannot be read is skipped.
+    pub fn warm(&self, path: &Path, file_offsets: &[u64]) {
+        if !file_offsets.is_empty() {
+            let _ = lookup(&self.symbolizer, path, true, file_offsets);
+        }
+    }
 }
 
 fn symbolize_with(

@@ -5,4 +5,5 @@ pub mod cli;
 pub mod convert;
 pub mod date;
 pub mod run;
+pub mod symbolizer;
 pub mod tree;

@@ -7,7 +7,7 @@
 //! program, which writes its profile as it dies.
 
 use crate::cli::StackArg;
-use crate::convert::{self, ProcessEnd};
+use crate::convert::ProcessEnd;
 use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -180,6 +180,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         Err(e) => bail!("cannot run {}: {e}", o.program.to_string_lossy()),
     };
     let pid = child.id();
+    let converter = crate::symbolizer::Converter::start(pid);
     set_signals(libc::SIG_IGN);
     let status = child.wait();
     set_signals(libc::SIG_DFL);
@@ -217,8 +218,14 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("memtrail-{}-{pid}.json", exe_name(&main))));
-    let symbols = memtrail_symbols::Symbols::new();
-    let profile = convert::to_profile(&main, &end, &symbols);
+    let children: Vec<(String, u32)> = dumps.iter().map(|d| (exe_name(d), d.pid)).collect();
+    let n_children = dumps.len();
+    let mut job = vec![(main, end)];
+    job.extend(dumps.into_iter().map(|d| (d, ProcessEnd::default())));
+    let mut profiles = converter.convert(job)?.into_iter();
+    let Some(profile) = profiles.next() else {
+        bail!("internal error: no profile was built");
+    };
     let mut failed = false;
     if let Err(e) = write_profile(&profile, &out) {
         eprintln!("memtrail: {e:#}");
@@ -226,14 +233,13 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     }
     // Children: beside the main profile, in <stem>.children/.
     let mut child_dir = None;
-    if !dumps.is_empty() {
+    if n_children > 0 {
         let stem = out
             .file_stem()
             .map_or_else(|| "memtrail".into(), |s| s.to_string_lossy().into_owned());
         let cdir = out.with_file_name(format!("{stem}.children"));
-        for d in &dumps {
-            let p = convert::to_profile(d, &ProcessEnd::default(), &symbols);
-            let path = cdir.join(format!("memtrail-{}-{}.json", exe_name(d), d.pid));
+        for (p, (exe, pid)) in profiles.zip(children) {
+            let path = cdir.join(format!("memtrail-{exe}-{pid}.json"));
             if let Err(e) = write_profile(&p, &path) {
                 eprintln!("memtrail: {e:#}");
                 failed = true;
@@ -253,8 +259,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         }
         if let Some(cdir) = child_dir {
             eprintln!(
-                "memtrail: {} child process profile(s) in {}",
-                dumps.len(),
+                "memtrail: {n_children} child process profile(s) in {}",
                 cdir.display()
             );
         }
