@@ -32,10 +32,56 @@ fn clock(id: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-struct VecSink(Vec<u8>);
-impl Sink for VecSink {
+/// The dump file, written through a 64 KiB buffer as it is encoded (a
+/// Python start-up alone makes a 9 MB dump; building it whole first cost
+/// copies as the buffer grew). The first write error is kept and reported
+/// once; a dump cut short is refused by the reader as truncated.
+struct FileSink {
+    fd: i32,
+    buf: Vec<u8>,
+    err: i32,
+}
+
+const SINK_BUF: usize = 1 << 16;
+
+impl FileSink {
+    fn flush(&mut self) {
+        let mut off = 0;
+        while off < self.buf.len() && self.err == 0 {
+            // SAFETY: writing our own buffer to our own fd.
+            let n = unsafe {
+                libc::write(
+                    self.fd,
+                    self.buf[off..].as_ptr() as *const _,
+                    self.buf.len() - off,
+                )
+            };
+            if n <= 0 {
+                // SAFETY: errno location is valid.
+                let err = unsafe { *libc::__errno_location() };
+                if n < 0 && err == libc::EINTR {
+                    continue;
+                }
+                self.err = if n == 0 { libc::EIO } else { err };
+                break;
+            }
+            off += n as usize;
+        }
+        self.buf.clear();
+    }
+}
+
+impl Sink for FileSink {
     fn put(&mut self, b: &[u8]) {
-        self.0.extend_from_slice(b);
+        if self.buf.len() + b.len() > SINK_BUF {
+            self.flush();
+        }
+        if b.len() > SINK_BUF {
+            self.buf.extend_from_slice(b);
+            self.flush();
+        } else {
+            self.buf.extend_from_slice(b);
+        }
     }
 }
 
@@ -97,12 +143,27 @@ pub fn write(why: &str) {
     if !in_signal {
         modules::refresh(false);
     }
-    let buf = encode();
-    save(&buf);
+    if let Some((fd, path)) = open_dump() {
+        let mut e = Encoder::new(FileSink {
+            fd,
+            buf: Vec::with_capacity(SINK_BUF),
+            err: 0,
+        });
+        encode(&mut e);
+        e.sink.flush();
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+        if e.sink.err != 0 {
+            stderr_line(&alloc::format!(
+                "memtrail: cannot write profile data to {path}: os error {}\n",
+                e.sink.err
+            ));
+        }
+    }
     TLS.with(|t| t.in_hook.set(was));
 }
 
-fn encode() -> Vec<u8> {
+fn encode(e: &mut Encoder<FileSink>) {
     let cfg = config::get();
     let end_ticks = crate::hooks::ticks();
     let end_ns = now_ns();
@@ -113,7 +174,6 @@ fn encode() -> Vec<u8> {
         as u64;
     let wall_start = clock(libc::CLOCK_REALTIME).saturating_sub(elapsed_ns);
 
-    let mut e = Encoder::new(VecSink(Vec::with_capacity(1 << 20)));
     e.tag(Tag::Header);
     // SAFETY: no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
@@ -254,18 +314,19 @@ fn encode() -> Vec<u8> {
         dropped_histogram_entries: sizes.large.dropped + jumps.dropped,
     });
     e.tag(Tag::End);
-    e.sink.0
 }
 
-fn save(buf: &[u8]) {
+/// Creates `$MEMTRAIL_DIR/PID.mtraw` (or PID.N.mtraw if taken); None when
+/// there is no directory or the file cannot be created (said on stderr).
+fn open_dump() -> Option<(i32, String)> {
     // SAFETY: getenv with a NUL-terminated name.
     let dir = unsafe { libc::getenv(c"MEMTRAIL_DIR".as_ptr()) };
-    let dir = if dir.is_null() {
-        return;
-    } else {
-        // SAFETY: NUL-terminated from getenv.
-        String::from_utf8_lossy(unsafe { core::ffi::CStr::from_ptr(dir) }.to_bytes()).into_owned()
-    };
+    if dir.is_null() {
+        return None;
+    }
+    // SAFETY: NUL-terminated from getenv.
+    let dir =
+        String::from_utf8_lossy(unsafe { core::ffi::CStr::from_ptr(dir) }.to_bytes()).into_owned();
     // SAFETY: no preconditions.
     let pid = unsafe { libc::getpid() };
     for attempt in 0..100 {
@@ -283,38 +344,18 @@ fn save(buf: &[u8]) {
                 0o644,
             )
         };
-        if fd < 0 {
-            // SAFETY: errno location is valid.
-            let err = unsafe { *libc::__errno_location() };
-            if err == libc::EEXIST {
-                continue;
-            }
-            path.pop();
+        path.pop();
+        if fd >= 0 {
+            return Some((fd, path));
+        }
+        // SAFETY: errno location is valid.
+        let err = unsafe { *libc::__errno_location() };
+        if err != libc::EEXIST {
             stderr_line(&alloc::format!(
                 "memtrail: cannot write profile data to {path}: os error {err}\n"
             ));
-            return;
+            return None;
         }
-        let mut off = 0;
-        while off < buf.len() {
-            // SAFETY: writing our own buffer.
-            let n = unsafe { libc::write(fd, buf[off..].as_ptr() as *const _, buf.len() - off) };
-            if n <= 0 {
-                // SAFETY: errno location is valid.
-                let err = unsafe { *libc::__errno_location() };
-                if err == libc::EINTR {
-                    continue;
-                }
-                path.pop();
-                stderr_line(&alloc::format!(
-                    "memtrail: cannot write profile data to {path}: os error {err}\n"
-                ));
-                break;
-            }
-            off += n as usize;
-        }
-        // SAFETY: fd is ours.
-        unsafe { libc::close(fd) };
-        return;
     }
+    None
 }
