@@ -84,12 +84,19 @@ pub struct Unwind {
     /// Facts about the last step (BP_DEP, BP_RESTORED).
     last_dep: u8,
     cache: alloc::boxed::Box<CacheX86_64<MustNotAllocateDuringUnwind>>,
+    /// The bp-dependence (BP_DEP, BP_RESTORED) found for a return address,
+    /// so that the probing second step runs once per address: it is a
+    /// property of the unwind rule at that address. Direct-mapped on the
+    /// address (with the IP_FRAME flag folded in); emptied when the module
+    /// list changes.
+    deps: Vec<(u64, u8)>,
     ids: Vec<(u64, StackId)>,
     pub stack_lo: u64,
     pub stack_hi: u64,
 }
 
 const ID_CACHE: usize = 512;
+const DEP_CACHE: usize = 4096;
 const MAX_READS_PER_FRAME: usize = 8;
 
 pub struct Capture {
@@ -127,6 +134,7 @@ impl Unwind {
             last_dep: 0,
             tmp_reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
             cache: alloc::boxed::Box::new(CacheX86_64::new_in()),
+            deps: vec![(0, 0); DEP_CACHE],
             ids: vec![(0, 0); ID_CACHE],
             stack_lo,
             stack_hi,
@@ -183,6 +191,7 @@ impl Unwind {
             for s in self.snaps.iter_mut() {
                 s.valid = false;
             }
+            self.deps.fill((0, 0));
         }
         for s in &self.snaps {
             // Same first state means the same stack pointer, so every word
@@ -422,6 +431,14 @@ impl Unwind {
             }),
             _ => None,
         };
+        // Known for this address from an earlier successful probe? (A step
+        // that failed is always probed again.)
+        let key = st.ra ^ (u64::from(st.flags) << 63);
+        let slot = (key ^ (key >> 12)) as usize % DEP_CACHE;
+        if out.is_some() && self.deps[slot].0 == key {
+            self.last_dep = self.deps[slot].1;
+            return out;
+        }
         // Run the step again with another incoming bp, reading without
         // logging: if nothing but a passed-through bp changes, the step does
         // not depend on bp.
@@ -466,6 +483,9 @@ impl Unwind {
             (None, None) if same_reads => BP_RESTORED,
             _ => BP_DEP,
         };
+        if out.is_some() && out2.is_some() && key != 0 {
+            self.deps[slot] = (key, self.last_dep);
+        }
         out
     }
 }

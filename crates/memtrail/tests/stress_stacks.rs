@@ -564,8 +564,21 @@ fn reuse_tells_apart_stacks_that_differ_only_by_rbp() {
     assert_eq!(hex("sp1"), hex("sp2"), "{stdout}");
     assert_ne!(hex("fp1"), hex("fp2"), "{stdout}");
 
-    let big = names(&p, &stack_of(&p, 4001).stack);
-    let small = names(&p, &stack_of(&p, 4002).stack);
+    // Each stack holds its two calls: the second round (4003, 4004) reuses
+    // what the first learnt about each return address, and must tell the
+    // stacks apart just the same.
+    let holding = |a: u64, b: u64| -> Vec<String> {
+        let s = p
+            .stacks
+            .iter()
+            .find(|s| s.infos.alloc.min == a)
+            .unwrap_or_else(|| panic!("no stack starts at {a} bytes"));
+        let m = s.infos.alloc;
+        assert_eq!((m.count, m.min, m.max, m.sum), (2, a, b, a + b), "{a}/{b}");
+        names(&p, &s.stack)
+    };
+    let big = holding(4001, 4003);
+    let small = holding(4002, 4004);
     assert_eq!(
         big.get(..5),
         Some(&["leaf", "g", "caller_big", "call_via", "main"].map(String::from)[..]),

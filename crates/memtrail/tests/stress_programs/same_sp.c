@@ -12,7 +12,8 @@
  * untouched alloca area, the return addresses into call_via and main)
  * still holds its value. Only rbp tells the two stacks apart.
  *
- * leaf mallocs 4001 bytes the first time, 4002 the second. Prints
+ * leaf mallocs 4001 bytes the first time, 4002 the second, then 4003 and
+ * 4004 in a second round of the same two calls. Prints
  * "same_sp: sp1=X sp2=Y fp1=Z fp2=W" (hex). */
 #include <alloca.h>
 #include <stdint.h>
@@ -21,7 +22,7 @@
 
 void *volatile sink;
 volatile int pad_sink;
-static uintptr_t target, sps[2], fps[2];
+static uintptr_t target, sps[4], fps[4];
 static int calls;
 
 __attribute__((noinline)) void leaf(size_t size) {
@@ -63,7 +64,9 @@ __attribute__((noinline)) void call_via(void (*f)(size_t), size_t size) {
 }
 
 static void (*volatile callers[2])(size_t) = {caller_big, caller_small};
-static volatile int rounds = 2;
+/* Twice over: the second pair runs on records built from steps whose
+ * bp-dependence came from the recorder's per-address cache. */
+static volatile int rounds = 4;
 
 int main(void) {
     /* One call site for both: a loop the compiler cannot unroll. */
