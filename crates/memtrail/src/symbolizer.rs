@@ -20,8 +20,11 @@ use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How often the program's mappings are looked at while it runs.
-const POLL: Duration = Duration::from_millis(20);
+/// How often the program's mappings are looked at while it runs: soon after
+/// it starts, then less and less often (reading the maps of a process with
+/// thousands of mappings costs milliseconds, and takes its mapping lock).
+const POLL_FIRST: Duration = Duration::from_millis(20);
+const POLL_MAX: Duration = Duration::from_millis(640);
 
 /// Offsets looked up in each binary while warming: enough to parse the
 /// sections and indexes a later lookup needs, spread over its code.
@@ -42,15 +45,19 @@ impl Converter {
         let thread = std::thread::spawn(move || {
             let symbols = Symbols::new();
             let mut warmed = HashSet::new();
+            let mut poll = POLL_FIRST;
             loop {
-                match rx.recv_timeout(POLL) {
+                match rx.recv_timeout(poll) {
                     Ok(job) => {
                         return job
                             .iter()
                             .map(|(d, end)| convert::to_profile(d, end, &symbols))
                             .collect();
                     }
-                    Err(RecvTimeoutError::Timeout) => warm(&symbols, pid, &mut warmed),
+                    Err(RecvTimeoutError::Timeout) => {
+                        warm(&symbols, pid, &mut warmed);
+                        poll = (poll * 2).min(POLL_MAX);
+                    }
                     Err(RecvTimeoutError::Disconnected) => return Vec::new(),
                 }
             }
