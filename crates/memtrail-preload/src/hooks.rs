@@ -672,8 +672,12 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         ".cfi_startproc",
         "mov rax, qword ptr fs:[0]",
         "add rax, qword ptr [rip + __memtrail_tls_block@GOTTPOFF]",
-        // in_hook == 0 and lean == 1
-        "cmp word ptr [rax + {gate}], 0x100",
+        // lean == 1 and in_hook == 0, read as the single bytes they are
+        // stored as (one 16-bit load over both could miss store forwarding
+        // from the byte store that ended the previous hook).
+        "cmp byte ptr [rax + {lean}], 1",
+        "jne 2f",
+        "cmp byte ptr [rax + {in_hook}], 0",
         "jne 2f",
         "test rdi, rdi",
         "jz 2f",
@@ -702,7 +706,8 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         ".cfi_restore rbp",
         "ret",
         ".cfi_endproc",
-        gate = const thread::TLS_GATE,
+        lean = const thread::TLS_LEAN,
+        in_hook = const thread::TLS_IN_HOOK,
         left = const thread::TLS_LEFT,
         mallocs = const thread::TLS_MALLOCS,
         bytes = const thread::TLS_MALLOC_BYTES,

@@ -164,14 +164,13 @@ pub struct Tls {
     pub free_ticks: Cell<u64>,
 }
 
-pub const TLS_GATE: usize = core::mem::offset_of!(Tls, in_hook);
+pub const TLS_IN_HOOK: usize = core::mem::offset_of!(Tls, in_hook);
+pub const TLS_LEAN: usize = core::mem::offset_of!(Tls, lean);
 pub const TLS_LEFT: usize = core::mem::offset_of!(Tls, left);
 pub const TLS_MALLOCS: usize = core::mem::offset_of!(Tls, mallocs);
 pub const TLS_MALLOC_BYTES: usize = core::mem::offset_of!(Tls, malloc_bytes);
 pub const TLS_REAL_MALLOC: usize = core::mem::offset_of!(Tls, real_malloc);
-const _: () = assert!(
-    core::mem::offset_of!(Tls, lean) == TLS_GATE + 1 && core::mem::offset_of!(Tls, real_free) < 64
-);
+const _: () = assert!(core::mem::offset_of!(Tls, real_free) < 64);
 
 // The thread-local block, in initial-exec TLS.
 //
