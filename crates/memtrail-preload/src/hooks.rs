@@ -295,14 +295,32 @@ unsafe extern "C" fn malloc_impl(size: usize, fp: u64) -> *mut c_void {
     alloc_hook!(fp, AllocFn::Malloc, size, fwd_malloc(size))
 }
 
+/// Adds `by` to a counter of this thread's TLS block in one instruction,
+/// returning the value before. A signal handler that allocates can run
+/// between any two instructions of a lean path, and its own lean path then
+/// updates the same counters: single read-modify-write instructions (not
+/// locked: no other thread writes them) lose none of either's counts.
+#[inline(always)]
+fn bump(c: &core::cell::Cell<u64>, by: u64) -> u64 {
+    let mut v = by;
+    // SAFETY: the cell is this thread's; xadd reads and writes it in one
+    // instruction.
+    unsafe {
+        core::arch::asm!(
+            "xadd qword ptr [{c}], {v}",
+            c = in(reg) c.as_ptr(),
+            v = inout(reg) v,
+            options(nostack)
+        )
+    };
+    v
+}
+
 /// `malloc`'s lean path for a call whose duration is measured (one in
 /// `CALL_SAMPLE_LEAN`), entered by a jump from `malloc` below, which has
-/// checked everything but the clock.
+/// counted the call already.
 unsafe extern "C" fn malloc_lean_timed(size: usize) -> *mut c_void {
     let t = thread::tls();
-    t.left.set(t.left.get() - size as i64);
-    t.mallocs.set(t.mallocs.get() + 1);
-    t.malloc_bytes.set(t.malloc_bytes.get() + size as u64);
     let t0 = ticks();
     // SAFETY: the real malloc, resolved when `lean` was set.
     let p = unsafe { core::mem::transmute::<usize, real::MallocFn>(t.real_malloc.get())(size) };
@@ -340,8 +358,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         && !crate::sampler::maybe(p as u64)
         && !real::is_boot(p)
     {
-        let n = t.frees.get() + 1;
-        t.frees.set(n);
+        let n = bump(&t.frees, 1) + 1;
         // SAFETY: the real free, resolved when `lean` was set, on a block
         // of the real allocator (not a boot block).
         let f = unsafe { core::mem::transmute::<usize, real::FreeFn>(t.real_free.get()) };
@@ -681,19 +698,22 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         "jne 2f",
         "test rdi, rdi",
         "jz 2f",
-        "mov rcx, qword ptr [rax + {left}]",
-        "sub rcx, rdi",
-        "jle 2f",
-        "mov rdx, qword ptr [rax + {mallocs}]",
+        // Each counter changes in one instruction (see `bump`).
+        "sub qword ptr [rax + {left}], rdi",
+        "jle 4f",
+        "add qword ptr [rax + {bytes}], rdi",
+        "mov edx, 1",
+        "xadd qword ptr [rax + {mallocs}], rdx",
         "add rdx, 1",
         "test rdx, {mask}",
         "jz 3f",
-        "mov qword ptr [rax + {left}], rcx",
-        "mov qword ptr [rax + {mallocs}], rdx",
-        "add qword ptr [rax + {bytes}], rdi",
         "jmp qword ptr [rax + {real}]",
         "3:",
         "jmp {timed}",
+        "4:",
+        // A sample point falls in this request: give the bytes back, and
+        // let the full hook take it.
+        "add qword ptr [rax + {left}], rdi",
         "2:",
         "push rbp",
         ".cfi_adjust_cfa_offset 8",

@@ -6,7 +6,10 @@ use memtrail_profile as mp;
 use memtrail_profile::{Addr, InstrEntry, MapEntry, Profile, StackInfos, StackStat, StringTable};
 use memtrail_symbols::{MappedModule, Resolved};
 use memtrail_wire::{AllocFn, Dump, StackCounters};
-use std::collections::HashMap;
+/// Maps keyed by addresses and stacks of addresses: no need for SipHash's
+/// defence against chosen keys, and a Python start-up hashes 16 000 stacks
+/// of 90 frames.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// What the CLI knows about the process that the dump does not.
 #[derive(Clone, Debug, Default)]
@@ -113,8 +116,8 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
 
     // Drop allocator-wrapper frames at the leaf, then merge stacks that became equal.
     let mut merged: Vec<(Vec<u64>, StackCounters, u64)> = Vec::new();
-    let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
-    let mut id_map: HashMap<u64, usize> = HashMap::new();
+    let mut index: HashMap<Vec<u64>, usize> = HashMap::default();
+    let mut id_map: HashMap<u64, usize> = HashMap::default();
     for s in &d.stacks {
         let lookups: Vec<u64> = s.frames.iter().map(|f| f.wrapping_sub(1)).collect();
         let skip = lookups
@@ -221,21 +224,26 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
         ));
     }
 
+    // One leak entry per merged stack (recorded stacks that became one add up).
+    let mut leak_of: HashMap<usize, usize> = HashMap::default();
     for l in &d.leaks {
         let Some(&at) = id_map.get(&l.stack) else {
             continue;
         };
-        let stack: Vec<Addr> = merged[at].0.iter().map(|&a| Addr::native(a)).collect();
-        match p.leaks.iter_mut().find(|x| x.stack == stack) {
-            Some(x) => {
+        match leak_of.get(&at) {
+            Some(&i) => {
+                let x = &mut p.leaks[i];
                 x.count += l.count;
                 x.memory += l.bytes;
             }
-            None => p.leaks.push(mp::Leak {
-                stack,
-                count: l.count,
-                memory: l.bytes,
-            }),
+            None => {
+                leak_of.insert(at, p.leaks.len());
+                p.leaks.push(mp::Leak {
+                    stack: merged[at].0.iter().map(|&a| Addr::native(a)).collect(),
+                    count: l.count,
+                    memory: l.bytes,
+                });
+            }
         }
     }
     p.leaks.sort_by_key(|l| std::cmp::Reverse(l.memory));

@@ -1,6 +1,8 @@
 /* Programs for recorder_options.rs, chosen by argv[1]. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,16 @@ static void *keyed(void *arg) {
 static void *hammer(void *arg) {
     for (int i = 0; i < 200000; i++) free(malloc(16 + (i & 255)));
     return arg;
+}
+
+static volatile long handled;
+
+/* Allocates in a signal handler that interrupts the allocator calls of the
+ * main loop (and memtrail's hooks) at arbitrary instructions. */
+static void on_tick(int sig) {
+    (void)sig;
+    free(malloc(16));
+    handled++;
 }
 
 static pthread_barrier_t done;
@@ -155,6 +167,28 @@ int main(int argc, char **argv) {
         puts("ok");
         fflush(stdout);
         exit(0);
+    } else if (!strcmp(what, "signal-counts")) {
+        /* argv[2] pairs under a 20 us timer whose handler allocates; prints
+         * how many times the handler ran. */
+        long n = argc > 2 ? atol(argv[2]) : 0;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_tick;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGPROF, &sa, NULL);
+        struct sigevent ev;
+        memset(&ev, 0, sizeof ev);
+        ev.sigev_notify = SIGEV_SIGNAL;
+        ev.sigev_signo = SIGPROF;
+        timer_t timer;
+        if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0) return 23;
+        struct itimerspec its = {{0, 20000}, {0, 20000}};
+        timer_settime(timer, 0, &its, NULL);
+        for (long i = 0; i < n; i++) free(malloc(24 + (i & 7)));
+        timer_delete(timer);
+        signal(SIGPROF, SIG_IGN);
+        printf("handled=%ld\n", handled);
+        fflush(stdout);
     } else if (!strcmp(what, "sampling")) {
         for (int i = 0; i < 1000; i++) free(site_big());    /* 1 GiB   */
         for (int i = 0; i < 200000; i++) free(site_page()); /* 800 MiB */
