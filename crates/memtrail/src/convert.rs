@@ -10,6 +10,7 @@ use memtrail_wire::{AllocFn, Dump, StackCounters};
 /// defence against chosen keys, and a Python start-up hashes 16 000 stacks
 /// of 90 frames.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// What the CLI knows about the process that the dump does not.
 #[derive(Clone, Debug, Default)]
@@ -97,14 +98,15 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
         })
         .collect();
 
-    // Every distinct lookup address (return address minus one).
-    let mut addrs: Vec<u64> = d
+    // Every distinct lookup address (return address minus one). A set first:
+    // a Python start-up has 1.4 M frames but 3 000 distinct addresses.
+    let distinct: HashSet<u64> = d
         .stacks
         .iter()
         .flat_map(|s| s.frames.iter().map(|f| f.wrapping_sub(1)))
         .collect();
+    let mut addrs: Vec<u64> = distinct.into_iter().collect();
     addrs.sort_unstable();
-    addrs.dedup();
     let resolved: HashMap<u64, Resolved> = addrs
         .iter()
         .copied()
@@ -114,34 +116,61 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     let outer_fn =
         |a: u64| -> Option<&str> { resolved.get(&a)?.frames.last()?.function.as_deref() };
 
-    // Drop allocator-wrapper frames at the leaf, then merge stacks that became equal.
-    let mut merged: Vec<(Vec<u64>, StackCounters, u64)> = Vec::new();
+    // Drop allocator-wrapper frames at the leaf, then merge stacks that became
+    // equal. The keys live in `index` (one allocation per stack) and are
+    // moved out in order at the end.
+    let mut merged: Vec<(StackCounters, u64)> = Vec::new();
     let mut index: HashMap<Vec<u64>, usize> = HashMap::default();
     let mut id_map: HashMap<u64, usize> = HashMap::default();
+    // Addresses dropped as wrapper frames (a handful).
+    let mut dropped: HashSet<u64> = HashSet::default();
     for s in &d.stacks {
-        let lookups: Vec<u64> = s.frames.iter().map(|f| f.wrapping_sub(1)).collect();
-        let skip = lookups
+        let skip = s
+            .frames
             .iter()
-            .take_while(|&&a| outer_fn(a).is_some_and(is_wrapper))
+            .take_while(|&&f| outer_fn(f.wrapping_sub(1)).is_some_and(is_wrapper))
             .count();
         // Keep at least one frame when the whole stack is wrappers.
-        let skip = skip.min(lookups.len().saturating_sub(1));
-        let key = lookups[skip..].to_vec();
-        let at = *index.entry(key.clone()).or_insert_with(|| {
-            merged.push((key, StackCounters::default(), s.id));
+        let skip = skip.min(s.frames.len().saturating_sub(1));
+        dropped.extend(s.frames[..skip].iter().map(|f| f.wrapping_sub(1)));
+        let key: Vec<u64> = s.frames[skip..].iter().map(|f| f.wrapping_sub(1)).collect();
+        let at = *index.entry(key).or_insert_with(|| {
+            merged.push((StackCounters::default(), s.id));
             merged.len() - 1
         });
-        merge_counters(&mut merged[at].1, &s.counters);
+        merge_counters(&mut merged[at].0, &s.counters);
         id_map.insert(s.id, at);
     }
+    let mut keys: Vec<Vec<u64>> = vec![Vec::new(); merged.len()];
+    for (key, at) in index {
+        keys[at] = key;
+    }
+    let merged: Vec<(Vec<u64>, StackCounters, u64)> = keys
+        .into_iter()
+        .zip(merged)
+        .map(|(k, (c, id))| (k, c, id))
+        .collect();
 
-    // Sites: interned strings, one instr entry per address still used.
+    // Sites: interned strings, one instr entry per address still used: all
+    // of them but the dropped wrapper frames that no kept frame repeats.
+    if !dropped.is_empty() {
+        for (key, _, _) in &merged {
+            for a in key {
+                dropped.remove(a);
+            }
+            if dropped.is_empty() {
+                break;
+            }
+        }
+    }
+    let used: Vec<u64> = addrs
+        .iter()
+        .copied()
+        .filter(|a| !dropped.contains(a))
+        .collect();
     let mut strings = StringTable::new();
     let mut instr = indexmap::IndexMap::new();
     let mut inlined = indexmap::IndexMap::new();
-    let mut used: Vec<u64> = merged.iter().flat_map(|m| m.0.iter().copied()).collect();
-    used.sort_unstable();
-    used.dedup();
     for a in &used {
         let Some(r) = resolved.get(a) else { continue };
         let binary = strings.intern(&r.binary.to_string_lossy());
