@@ -21,9 +21,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How often the program's mappings are looked at while it runs: soon after
-/// it starts, then less and less often (reading the maps of a process with
-/// thousands of mappings costs milliseconds, and takes its mapping lock).
-const POLL_FIRST: Duration = Duration::from_millis(20);
+/// it starts (the loader maps its libraries within milliseconds), then less
+/// and less often (reading the maps of a process with thousands of mappings
+/// costs milliseconds, and takes its mapping lock).
+const POLL_FIRST: Duration = Duration::from_millis(2);
 const POLL_MAX: Duration = Duration::from_millis(640);
 
 /// Offsets looked up in each binary while warming: enough to parse the
