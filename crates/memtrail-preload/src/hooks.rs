@@ -607,6 +607,29 @@ unsafe extern "C" fn pvalloc_impl(size: usize, fp: u64) -> *mut c_void {
 // capturing the caller's stack depends on no compiler setting (frame
 // pointers or not, inlining, tail calls) in this library.
 
+/// The body of a trampoline: builds a frame record (rbp pushed, rbp = rsp),
+/// passes its address in `$reg` (the argument after the function's own) to
+/// `{imp}`, and returns what it returns. Stack capture starts from this
+/// record, so every entry point builds it the same way.
+macro_rules! frame_and_call {
+    ($reg:literal) => {
+        concat!(
+            "push rbp\n",
+            ".cfi_adjust_cfa_offset 8\n",
+            ".cfi_rel_offset rbp, 0\n",
+            "mov rbp, rsp\n",
+            "mov ",
+            $reg,
+            ", rsp\n",
+            "call {imp}\n",
+            "pop rbp\n",
+            ".cfi_adjust_cfa_offset -8\n",
+            ".cfi_restore rbp\n",
+            "ret",
+        )
+    };
+}
+
 macro_rules! trampoline {
     ($name:ident, $imp:ident, $reg:literal, ($($arg:ident: $ty:ty),*) $($ret:tt)*) => {
         /// # Safety
@@ -616,16 +639,7 @@ macro_rules! trampoline {
         pub unsafe extern "C" fn $name($($arg: $ty),*) $($ret)* {
             core::arch::naked_asm!(
                 ".cfi_startproc",
-                "push rbp",
-                ".cfi_adjust_cfa_offset 8",
-                ".cfi_rel_offset rbp, 0",
-                "mov rbp, rsp",
-                concat!("mov ", $reg, ", rsp"),
-                "call {imp}",
-                "pop rbp",
-                ".cfi_adjust_cfa_offset -8",
-                ".cfi_restore rbp",
-                "ret",
+                frame_and_call!($reg),
                 ".cfi_endproc",
                 imp = sym $imp,
             )
@@ -715,16 +729,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         // let the full hook take it.
         "add qword ptr [rax + {left}], rdi",
         "2:",
-        "push rbp",
-        ".cfi_adjust_cfa_offset 8",
-        ".cfi_rel_offset rbp, 0",
-        "mov rbp, rsp",
-        "mov rsi, rsp",
-        "call {imp}",
-        "pop rbp",
-        ".cfi_adjust_cfa_offset -8",
-        ".cfi_restore rbp",
-        "ret",
+        frame_and_call!("rsi"),
         ".cfi_endproc",
         lean = const thread::TLS_LEAN,
         in_hook = const thread::TLS_IN_HOOK,
