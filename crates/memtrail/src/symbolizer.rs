@@ -88,8 +88,11 @@ fn warm(symbols: &Symbols, pid: u32, warmed: &mut HashSet<PathBuf>) {
             continue;
         };
         let path = it.nth(2).unwrap_or("");
+        // memtrail's own recorder never shows in a stack, and its debug
+        // information is the largest of a small program's.
         if !perms.contains('x')
             || !path.starts_with('/')
+            || path.ends_with(crate::run::PRELOAD_NAME)
             || warmed.contains(path.as_ref() as &std::path::Path)
         {
             continue;
