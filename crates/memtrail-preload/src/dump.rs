@@ -3,7 +3,7 @@
 //! symbolizes them and writes the profile, outside the profiled process.
 
 use crate::counters::{PerStack, PEAK, PEAK_TICKS};
-use crate::thread::{self, TLS};
+use crate::thread;
 use crate::{arena, config, live, modules, stacks, state, UNRECORDED};
 use alloc::string::String;
 use alloc::vec;
@@ -137,7 +137,7 @@ pub fn write(why: &str) {
         return;
     }
     let _e = crate::sync::ErrnoGuard::new();
-    let was = TLS.with(|t| t.in_hook.replace(true));
+    let was = thread::tls().in_hook.replace(true);
     state::set(state::State::Finished);
     let in_signal = why == "signal";
     if !in_signal {
@@ -160,7 +160,7 @@ pub fn write(why: &str) {
             ));
         }
     }
-    TLS.with(|t| t.in_hook.set(was));
+    thread::tls().in_hook.set(was);
 }
 
 fn encode(e: &mut Encoder<FileSink>) {

@@ -7,7 +7,7 @@
 //! record (re-entered, not initialized, thread ending) just forwards.
 
 use crate::counters::global_alive;
-use crate::thread::{self, ThreadState, Tls, TLS};
+use crate::thread::{self, ThreadState, Tls};
 use crate::{dump, live, modules, real, state, unwind::Capture, UNRECORDED};
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::Ordering;
@@ -116,9 +116,8 @@ impl Drop for Hook {
 
 #[inline(always)]
 fn enter() -> Option<Hook> {
-    let tls = TLS.with(|t| t as *const Tls);
-    // SAFETY: this thread's TLS block lives as long as the thread.
-    let t = unsafe { &*tls };
+    let t = thread::tls();
+    let tls = t as *const Tls;
     if t.in_hook.get() {
         return None;
     }

@@ -48,7 +48,7 @@ extern "C" fn on_fatal(sig: c_int) {
     // a signal that interrupted this thread there cannot write the dump
     // without deadlocking on them: the program then dies without a profile
     // (and says so), as it would without memtrail.
-    let inside = crate::thread::TLS.with(|t| t.in_hook.get());
+    let inside = crate::thread::tls().in_hook.get();
     if inside {
         let msg =
             b"memtrail: a fatal signal arrived inside the recorder; no profile for this process\n";

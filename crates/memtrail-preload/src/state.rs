@@ -70,9 +70,7 @@ fn start() -> bool {
         }
         return get() == State::Recording;
     }
-    let tls = thread::TLS.with(|t| t as *const thread::Tls);
-    // SAFETY: this thread's TLS block.
-    let t = unsafe { &*tls };
+    let t = thread::tls();
     let was = t.in_hook.replace(true);
     real::resolve();
     config::load();

@@ -218,18 +218,6 @@ pub fn tls() -> &'static Tls {
     }
 }
 
-/// `TLS.with(f)`, as with `thread_local!`.
-pub struct TlsKey;
-
-impl TlsKey {
-    #[inline(always)]
-    pub fn with<R>(&self, f: impl FnOnce(&Tls) -> R) -> R {
-        f(tls())
-    }
-}
-
-pub static TLS: TlsKey = TlsKey;
-
 extern "C" {
     static __libc_stack_end: *mut core::ffi::c_void;
 }
@@ -260,12 +248,11 @@ fn stack_bounds() -> (u64, u64) {
 
 unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
     let st = p as *mut ThreadState;
-    TLS.with(|t| {
-        let was = t.in_hook.replace(true);
-        retire(st);
-        t.state.set(DEAD);
-        t.in_hook.set(was);
-    });
+    let t = tls();
+    let was = t.in_hook.replace(true);
+    retire(st);
+    t.state.set(DEAD);
+    t.in_hook.set(was);
 }
 
 /// Folds a finished thread's counters into `retired`.
@@ -329,7 +316,20 @@ pub fn current(t: &Tls) -> *mut ThreadState {
     if !s.is_null() {
         return s;
     }
-    let s = create();
+    create(t)
+}
+
+#[inline(always)]
+pub fn is_dead(s: *mut ThreadState) -> bool {
+    s == DEAD
+}
+
+/// Creates this thread's state (`t` is its TLS block) and, when sampling,
+/// opens its lean paths.
+#[cold]
+fn create(t: &Tls) -> *mut ThreadState {
+    let _e = crate::sync::ErrnoGuard::new();
+    let s = new_state();
     t.state.set(s);
     // SAFETY: just created, ours.
     let st = unsafe { &mut *s };
@@ -350,14 +350,7 @@ pub fn current(t: &Tls) -> *mut ThreadState {
     s
 }
 
-#[inline(always)]
-pub fn is_dead(s: *mut ThreadState) -> bool {
-    s == DEAD
-}
-
-#[cold]
-fn create() -> *mut ThreadState {
-    let _e = crate::sync::ErrnoGuard::new();
+fn new_state() -> *mut ThreadState {
     let number = {
         let mut reg = REGISTRY.lock();
         reg.next_number += 1;
