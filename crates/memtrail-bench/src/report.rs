@@ -53,6 +53,26 @@ struct Target {
     pass: Option<bool>,
 }
 
+impl Target {
+    /// A value compared with an upper limit (or shown for information).
+    fn at_most(
+        workload: &'static str,
+        what: String,
+        value: Option<f64>,
+        unit: &'static str,
+        limit: Option<f64>,
+    ) -> Target {
+        Target {
+            workload,
+            what,
+            value,
+            unit,
+            limit,
+            pass: limit.and_then(|l| value.map(|v| v <= l)),
+        }
+    }
+}
+
 /// One line of the threads table.
 struct ThreadRow {
     threads: u32,
@@ -137,14 +157,13 @@ fn targets(rows: &[Row], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> 
         ] {
             let m = find(rows, Workload::Churn, Tool::Memtrail(stack)).and_then(|r| r.added);
             let value = m.zip(ht_added).map(|(m, h)| m / h);
-            t.push(Target {
-                workload: "churn",
-                what: format!("memtrail {} added / heaptrack added", stack.arg()),
+            t.push(Target::at_most(
+                "churn",
+                format!("memtrail {} added / heaptrack added", stack.arg()),
                 value,
-                unit: "",
+                "",
                 limit,
-                pass: limit.and_then(|l| value.map(|v| v <= l)),
-            });
+            ));
         }
     }
     if has(Workload::Python) && heaptrack {
@@ -153,27 +172,25 @@ fn targets(rows: &[Row], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> 
             .and_then(|r| r.median)
             .filter(|&h| h > 0.0);
         let value = m.zip(h).map(|(m, h)| m / h);
-        t.push(Target {
-            workload: "python",
-            what: "memtrail dwarf wall / heaptrack wall".into(),
+        t.push(Target::at_most(
+            "python",
+            "memtrail dwarf wall / heaptrack wall".into(),
             value,
-            unit: "",
-            limit: Some(PYTHON_MAX_WALL_RATIO),
-            pass: value.map(|v| v <= PYTHON_MAX_WALL_RATIO),
-        });
+            "",
+            Some(PYTHON_MAX_WALL_RATIO),
+        ));
     }
     if has(Workload::Python) {
         let value = find(rows, Workload::Python, Tool::MemtrailSampled)
             .and_then(|r| r.ratio)
             .map(|r| r - 1.0);
-        t.push(Target {
-            workload: "python",
-            what: "memtrail 512K wall / plain wall - 1".into(),
+        t.push(Target::at_most(
+            "python",
+            "memtrail 512K wall / plain wall - 1".into(),
             value,
-            unit: "",
-            limit: Some(PYTHON_SAMPLED_MAX_OVERHEAD),
-            pass: value.map(|v| v <= PYTHON_SAMPLED_MAX_OVERHEAD),
-        });
+            "",
+            Some(PYTHON_SAMPLED_MAX_OVERHEAD),
+        ));
     }
     if has(Workload::Pairs) {
         for (stack, limit) in [
@@ -181,14 +198,13 @@ fn targets(rows: &[Row], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> 
             (Stack::Dwarf, None),
         ] {
             let value = find(rows, Workload::Pairs, Tool::Memtrail(stack)).and_then(|r| r.added_ns);
-            t.push(Target {
-                workload: "pairs",
-                what: format!("memtrail {} added per malloc+free pair", stack.arg()),
+            t.push(Target::at_most(
+                "pairs",
+                format!("memtrail {} added per malloc+free pair", stack.arg()),
                 value,
-                unit: " ns",
+                " ns",
                 limit,
-                pass: limit.and_then(|l| value.map(|v| v <= l)),
-            });
+            ));
         }
     }
     if threads.len() > 1 {
