@@ -141,9 +141,14 @@ pub fn to_text(
     metric: &str,
     options: &RenderOptions,
 ) -> String {
+    into_string(|out| write_text(out, tree, routines, metric, options))
+}
+
+/// What a writer of this module writes, as a string.
+fn into_string(write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
     let mut out = Vec::new();
-    write_text(&mut out, tree, routines, metric, options).expect("writing to a Vec cannot fail");
-    String::from_utf8(out).expect("the text is UTF-8")
+    write(&mut out).expect("writing to a Vec cannot fail");
+    String::from_utf8(out).expect("the output is UTF-8")
 }
 
 /// Writes `tree` as one JSON object (compact, no whitespace):
@@ -235,9 +240,7 @@ pub fn to_json(
     metric: &str,
     options: &RenderOptions,
 ) -> String {
-    let mut out = Vec::new();
-    write_json(&mut out, tree, routines, metric, options).expect("writing to a Vec cannot fail");
-    String::from_utf8(out).expect("JSON is UTF-8")
+    into_string(|out| write_json(out, tree, routines, metric, options))
 }
 
 /// Writes the flat table, routines by inclusive weight; rows whose inclusive
