@@ -35,6 +35,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -90,7 +91,8 @@ pub struct Resolved {
 ///
 /// Addresses are grouped per binary so that each binary is opened and its
 /// debug info parsed once, and looked up in a single batch. Nothing is cached
-/// across calls; use [`Symbols`] to keep parsed binaries between calls.
+/// across calls; use [`Symbols`] to keep parsed binaries and results between
+/// calls.
 pub fn symbolize(modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved>> {
     Symbols::new().symbolize(modules, addrs)
 }
@@ -98,9 +100,17 @@ pub fn symbolize(modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved
 /// A symbolizer that keeps what it parsed (ELF and DWARF of each binary)
 /// between calls: symbolizing the profiles of many processes of one run
 /// (a shell and its children) parses each binary once.
+///
+/// It also remembers the frames of every file offset it looked up, per binary
+/// (path and build id), so that addresses symbolized while the program ran
+/// cost nothing when its profile is built.
 pub struct Symbols {
     symbolizer: Symbolizer,
+    memo: RefCell<Memo>,
 }
+
+/// Frames per file offset, per binary (path and recorded build id).
+type Memo = HashMap<(PathBuf, Option<Vec<u8>>), HashMap<u64, Vec<Frame>>>;
 
 impl Default for Symbols {
     fn default() -> Self {
@@ -115,12 +125,36 @@ impl Symbols {
         // are demangled here instead, only when they carry a mangling prefix.
         Symbols {
             symbolizer: Symbolizer::builder().enable_demangling(false).build(),
+            memo: RefCell::new(HashMap::new()),
         }
     }
 
-    /// As [`symbolize`], reusing this symbolizer's caches.
+    /// As [`symbolize`], reusing this symbolizer's caches: only file offsets
+    /// never looked up before in the same binary are looked up.
     pub fn symbolize(&self, modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved>> {
-        symbolize_with(&self.symbolizer, modules, addrs)
+        symbolize_with(
+            &self.symbolizer,
+            &mut self.memo.borrow_mut(),
+            modules,
+            addrs,
+        )
+    }
+
+    /// The address (`st_value`) of the symbol `name` in the ELF file at
+    /// `path`, from its symbol tables, if it has one.
+    pub fn symbol_address(path: &Path, name: &str) -> Option<u64> {
+        let inspector = blazesym::inspect::Inspector::new();
+        let mut elf = blazesym::inspect::source::Elf::new(path);
+        elf.debug_syms = false;
+        let found = inspector
+            .lookup(&blazesym::inspect::source::Source::Elf(elf), &[name])
+            .ok()?;
+        found.first()?.first().map(|sym| sym.addr)
+    }
+
+    /// The GNU build id of the ELF file at `path`, if it has one.
+    pub fn build_id(path: &Path) -> Option<Vec<u8>> {
+        read_elf_build_id(path).ok().flatten().map(|id| id.to_vec())
     }
 
     /// Opens `path` and parses its symbols and debug information ahead of
@@ -136,6 +170,7 @@ impl Symbols {
 
 fn symbolize_with(
     symbolizer: &Symbolizer,
+    memo: &mut Memo,
     modules: &[MappedModule],
     addrs: &[u64],
 ) -> Vec<Option<Resolved>> {
@@ -160,11 +195,25 @@ fn symbolize_with(
 
     let mut resolved = vec![None; addrs.len()];
     for ((path, build_id), batch) in batches {
-        let frames = symbolize_binary(symbolizer, path, build_id, &batch.offsets);
-        for (index, frames) in batch.indices.into_iter().zip(frames) {
-            resolved[index] = Some(Resolved {
+        let known = memo
+            .entry((path.to_path_buf(), build_id.map(<[u8]>::to_vec)))
+            .or_default();
+        let mut missing: Vec<u64> = batch
+            .offsets
+            .iter()
+            .copied()
+            .filter(|o| !known.contains_key(o))
+            .collect();
+        if !missing.is_empty() {
+            missing.sort_unstable();
+            missing.dedup();
+            let frames = symbolize_binary(symbolizer, path, build_id, &missing);
+            known.extend(missing.into_iter().zip(frames));
+        }
+        for (index, offset) in batch.indices.into_iter().zip(batch.offsets) {
+            resolved[index] = known.get(&offset).map(|frames| Resolved {
                 binary: path.to_path_buf(),
-                frames,
+                frames: frames.clone(),
             });
         }
     }
