@@ -53,6 +53,41 @@ pub static INSERT: SpinLock<InsertState> = SpinLock::new(InsertState {
     frames_end: null_mut(),
 });
 
+/// The table as `memtrail run` reads it from outside the process (see
+/// `memtrail_wire::StackRegistry`, whose layout this is).
+#[repr(C)]
+pub struct Registry {
+    magic: u64,
+    dir: *const AtomicPtr<StackEntry>,
+    count: *const AtomicU32,
+    chunk_bits: u32,
+    max_chunks: u32,
+    entry_size: u32,
+    frames_offset: u32,
+    len_offset: u32,
+    reserved: u32,
+}
+
+// SAFETY: read-only after load; the pointers are only read from outside.
+unsafe impl Sync for Registry {}
+
+const _: () = assert!(core::mem::size_of::<Registry>() == memtrail_wire::StackRegistry::SIZE);
+const _: () = assert!(core::mem::size_of::<AtomicPtr<StackEntry>>() == 8);
+
+#[no_mangle]
+#[used]
+pub static memtrail_stack_registry: Registry = Registry {
+    magic: memtrail_wire::REGISTRY_MAGIC,
+    dir: core::ptr::addr_of!(DIR) as *const AtomicPtr<StackEntry>,
+    count: core::ptr::addr_of!(COUNT),
+    chunk_bits: CHUNK_BITS,
+    max_chunks: MAX_CHUNKS as u32,
+    entry_size: core::mem::size_of::<StackEntry>() as u32,
+    frames_offset: core::mem::offset_of!(StackEntry, frames) as u32,
+    len_offset: core::mem::offset_of!(StackEntry, len) as u32,
+    reserved: 0,
+};
+
 pub fn count() -> u32 {
     COUNT.load(Ordering::Acquire)
 }

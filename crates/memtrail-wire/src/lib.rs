@@ -29,6 +29,67 @@ pub const ENV_DIR: &str = "MEMTRAIL_DIR";
 /// Environment variable holding the recorder's options (`key=value,...`).
 pub const ENV_OPTS: &str = "MEMTRAIL_OPTS";
 
+/// Name of the symbol under which the recorder exports a [`StackRegistry`]:
+/// where its table of distinct stacks lies in the process, so that
+/// `memtrail run` can read new stacks while the program runs (with
+/// `process_vm_readv`) and symbolize them then, not after the program ended.
+pub const REGISTRY_SYMBOL: &str = "memtrail_stack_registry";
+
+/// First field of a [`StackRegistry`].
+pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"MTSTACKS");
+
+/// The recorder's stack table, described for a reader in another process.
+///
+/// Stack `id` is entry `id % (1 << chunk_bits)` of the chunk whose address is
+/// the 8-byte word `id >> chunk_bits` of the directory at `dir`. An entry is
+/// `entry_size` bytes; at `frames_offset` it holds the address of its frames
+/// (8-byte return addresses, leaf first) and at `len_offset` their number
+/// (4 bytes). Ids below the 4-byte count at `count` are complete: the
+/// recorder writes an entry, its frames and its chunk's address before it
+/// raises the count, and never changes them after.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackRegistry {
+    pub magic: u64,
+    pub dir: u64,
+    pub count: u64,
+    pub chunk_bits: u32,
+    pub max_chunks: u32,
+    pub entry_size: u32,
+    pub frames_offset: u32,
+    pub len_offset: u32,
+}
+
+impl StackRegistry {
+    /// Size of the exported structure: the fields above in order, native
+    /// (little-endian) layout, padded to 8 bytes.
+    pub const SIZE: usize = 48;
+
+    /// Reads a registry from its bytes; `None` if it is not one.
+    pub fn parse(b: &[u8; Self::SIZE]) -> Option<StackRegistry> {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
+        let r = StackRegistry {
+            magic: u64_at(0),
+            dir: u64_at(8),
+            count: u64_at(16),
+            chunk_bits: u32_at(24),
+            max_chunks: u32_at(28),
+            entry_size: u32_at(32),
+            frames_offset: u32_at(36),
+            len_offset: u32_at(40),
+        };
+        let sane = r.magic == REGISTRY_MAGIC
+            && r.chunk_bits < 32
+            && r.frames_offset
+                .checked_add(8)
+                .is_some_and(|e| e <= r.entry_size)
+            && r.len_offset
+                .checked_add(4)
+                .is_some_and(|e| e <= r.entry_size);
+        sane.then_some(r)
+    }
+}
+
 /// Allocation functions, in the order of MALT's per-thread `stats`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -363,5 +424,35 @@ impl<S: Sink> Encoder<S> {
         ] {
             self.u(v);
         }
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    fn bytes(magic: u64, entry_size: u32, frames_offset: u32) -> [u8; StackRegistry::SIZE] {
+        let mut b = [0u8; StackRegistry::SIZE];
+        b[0..8].copy_from_slice(&magic.to_le_bytes());
+        b[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
+        b[16..24].copy_from_slice(&0x2000u64.to_le_bytes());
+        b[24..28].copy_from_slice(&12u32.to_le_bytes());
+        b[28..32].copy_from_slice(&4096u32.to_le_bytes());
+        b[32..36].copy_from_slice(&entry_size.to_le_bytes());
+        b[36..40].copy_from_slice(&frames_offset.to_le_bytes());
+        b[40..44].copy_from_slice(&16u32.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_registry_parses_and_anything_else_does_not() {
+        let r = StackRegistry::parse(&bytes(REGISTRY_MAGIC, 40, 8)).unwrap();
+        assert_eq!((r.dir, r.count, r.chunk_bits), (0x1000, 0x2000, 12));
+        assert_eq!((r.max_chunks, r.entry_size), (4096, 40));
+        assert_eq!((r.frames_offset, r.len_offset), (8, 16));
+        assert_eq!(StackRegistry::parse(&bytes(0, 40, 8)), None);
+        // Fields that would lie outside an entry.
+        assert_eq!(StackRegistry::parse(&bytes(REGISTRY_MAGIC, 40, 36)), None);
+        assert_eq!(StackRegistry::parse(&bytes(REGISTRY_MAGIC, 16, 8)), None);
     }
 }

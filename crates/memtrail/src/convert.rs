@@ -46,23 +46,13 @@ fn merge_counters(a: &mut StackCounters, b: &StackCounters) {
 }
 
 fn parse_maps(text: &str) -> Vec<MapEntry> {
-    text.lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let range = it.next()?;
-            let _perms = it.next()?;
-            let offset = u64::from_str_radix(it.next()?, 16).ok()?;
-            let _dev = it.next()?;
-            let _inode = it.next()?;
-            let file = it.collect::<Vec<_>>().join(" ");
-            let (lo, hi) = range.split_once('-')?;
-            Some(MapEntry {
-                lower: Addr::native(u64::from_str_radix(lo, 16).ok()?),
-                upper: Addr::native(u64::from_str_radix(hi, 16).ok()?),
-                offset: Addr::native(offset),
-                aslr_offset: u64::MAX,
-                file,
-            })
+    crate::maps::parse(text)
+        .map(|m| MapEntry {
+            lower: Addr::native(m.start),
+            upper: Addr::native(m.end),
+            offset: Addr::native(m.offset),
+            aslr_offset: u64::MAX,
+            file: m.path.to_owned(),
         })
         .collect()
 }

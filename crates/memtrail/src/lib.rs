@@ -4,6 +4,8 @@
 pub mod cli;
 pub mod convert;
 pub mod date;
+pub mod live;
+pub mod maps;
 pub mod run;
 pub mod symbolizer;
 pub mod tree;

@@ -226,34 +226,47 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let Some(profile) = profiles.next() else {
         bail!("internal error: no profile was built");
     };
-    let mut failed = false;
-    if let Err(e) = write_profile(&profile, &out) {
-        eprintln!("memtrail: {e:#}");
-        failed = true;
-    }
     // Children: beside the main profile, in <stem>.children/.
-    let mut child_dir = None;
-    if n_children > 0 {
+    let child_dir = (n_children > 0).then(|| {
         let stem = out
             .file_stem()
             .map_or_else(|| "memtrail".into(), |s| s.to_string_lossy().into_owned());
-        let cdir = out.with_file_name(format!("{stem}.children"));
-        for (p, (exe, pid)) in profiles.zip(children) {
-            let path = cdir.join(format!("memtrail-{exe}-{pid}.json"));
-            if let Err(e) = write_profile(&p, &path) {
-                eprintln!("memtrail: {e:#}");
-                failed = true;
-                break;
+        out.with_file_name(format!("{stem}.children"))
+    });
+    // The files are written while the summary is worked out (both only read
+    // the profile); the summary is printed first, then any write error.
+    let (write_error, summary) = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            write_profile(&profile, &out)?;
+            if let Some(cdir) = &child_dir {
+                for (p, (exe, pid)) in profiles.zip(children) {
+                    write_profile(&p, &cdir.join(format!("memtrail-{exe}-{pid}.json")))?;
+                }
             }
-        }
-        child_dir = Some(cdir);
+            Ok::<(), anyhow::Error>(())
+        });
+        let summary = (!o.quiet).then(|| {
+            memtrail_analysis::summary::Summary::from_profile(
+                &profile,
+                &memtrail_analysis::summary::SummaryOptions { top: o.top },
+            )
+            .to_string()
+        });
+        let written = writer.join().unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "internal error: writing the profile failed"
+            ))
+        });
+        (written.err(), summary)
+    });
+    let failed = write_error.is_some();
+    if let Some(summary) = summary {
+        eprint!("{summary}");
+    }
+    if let Some(e) = &write_error {
+        eprintln!("memtrail: {e:#}");
     }
     if !o.quiet {
-        let summary = memtrail_analysis::summary::Summary::from_profile(
-            &profile,
-            &memtrail_analysis::summary::SummaryOptions { top: o.top },
-        );
-        eprint!("{summary}");
         if !failed {
             eprintln!("memtrail: profile written to {}", out.display());
         }

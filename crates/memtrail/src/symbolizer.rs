@@ -11,13 +11,14 @@
 //! symbolizer cannot move between threads).
 
 use crate::convert::{self, ProcessEnd};
+use crate::live::LiveStacks;
 use memtrail_profile::Profile;
+use memtrail_symbols::MappedModule;
 use memtrail_symbols::Symbols;
 use memtrail_wire::Dump;
-use std::collections::HashSet;
-use std::path::PathBuf;
-use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
-use std::thread::JoinHandle;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 /// How often the program's mappings are looked at while it runs: soon after
@@ -36,82 +37,146 @@ type Job = Vec<(Dump, ProcessEnd)>;
 
 pub struct Converter {
     jobs: Sender<Job>,
-    thread: JoinHandle<Vec<Profile>>,
+    profiles: Receiver<Vec<Profile>>,
 }
 
 impl Converter {
     /// Starts warming up on the binaries that process `pid` maps.
     pub fn start(pid: u32) -> Converter {
         let (jobs, rx) = channel::<Job>();
-        let thread = std::thread::spawn(move || {
+        let (done, profiles) = channel::<Vec<Profile>>();
+        // Not joined: once the profiles are sent, the thread frees the dumps
+        // and the parsed debug information (tens of milliseconds for a large
+        // library) while memtrail writes the profile, or is stopped by
+        // memtrail's exit.
+        std::thread::spawn(move || {
             let symbols = Symbols::new();
             let mut warmed = HashSet::new();
+            let mut live = Live::default();
             let mut poll = POLL_FIRST;
             loop {
                 match rx.recv_timeout(poll) {
                     Ok(job) => {
-                        return job
+                        let p = job
                             .iter()
                             .map(|(d, end)| convert::to_profile(d, end, &symbols))
                             .collect();
+                        let _ = done.send(p);
+                        return;
                     }
                     Err(RecvTimeoutError::Timeout) => {
-                        warm(&symbols, pid, &mut warmed);
+                        if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+                            warm(&symbols, &maps, &mut warmed);
+                            live.symbolize_new(&symbols, pid, &maps);
+                        }
                         poll = (poll * 2).min(POLL_MAX);
                     }
-                    Err(RecvTimeoutError::Disconnected) => return Vec::new(),
+                    Err(RecvTimeoutError::Disconnected) => return,
                 }
             }
         });
-        Converter { jobs, thread }
+        Converter { jobs, profiles }
     }
 
     /// Converts the dumps, in order, into profiles.
     pub fn convert(self, job: Job) -> anyhow::Result<Vec<Profile>> {
         let n = job.len();
         let sent = self.jobs.send(job).is_ok();
-        match self.thread.join() {
+        match self.profiles.recv() {
             Ok(p) if sent && p.len() == n => Ok(p),
             _ => anyhow::bail!("internal error: the symbolizing thread failed"),
         }
     }
 }
 
-/// Parses the binaries of `pid`'s executable mappings not seen before.
-fn warm(symbols: &Symbols, pid: u32, warmed: &mut HashSet<PathBuf>) {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-        return;
-    };
-    for line in maps.lines() {
-        let mut it = line.split_whitespace();
-        let (Some(range), Some(perms), Some(offset)) = (it.next(), it.next(), it.next()) else {
-            continue;
+/// Symbolizing the program's stacks while it runs (see `crate::live`).
+#[derive(Default)]
+struct Live {
+    reader: Option<LiveStacks>,
+    /// Reading failed: not tried again.
+    failed: bool,
+    /// The registry symbol's address in the recorder's file, once looked up.
+    symbol: Option<Option<u64>>,
+    /// Build ids of the binaries seen, by path.
+    build_ids: HashMap<String, Option<Vec<u8>>>,
+}
+
+impl Live {
+    /// Looks up the addresses of the stacks the recorder published since the
+    /// last call, so that building the profile finds them done.
+    fn symbolize_new(&mut self, symbols: &Symbols, pid: u32, maps: &str) {
+        let name = crate::run::PRELOAD_NAME;
+        if self.failed {
+            return;
+        }
+        // A new image (the program exec'd) has a new table.
+        if !self
+            .reader
+            .as_ref()
+            .is_some_and(|r| r.same_image(maps, name))
+        {
+            let Some(path) = crate::maps::parse(maps).find(|m| m.path.ends_with(name)) else {
+                self.reader = None;
+                return;
+            };
+            let symbol = *self.symbol.get_or_insert_with(|| {
+                Symbols::symbol_address(Path::new(path.path), memtrail_wire::REGISTRY_SYMBOL)
+            });
+            self.reader = symbol.and_then(|s| LiveStacks::locate(pid, maps, name, s));
+        }
+        let Some(reader) = &mut self.reader else {
+            return;
         };
-        let path = it.nth(2).unwrap_or("");
+        let Some(addrs) = reader.new_addresses() else {
+            self.reader = None;
+            self.failed = true;
+            return;
+        };
+        if addrs.is_empty() {
+            return;
+        }
+        // The program's executable mappings, with their build ids as the
+        // recorder reads them, so that the results are found again under the
+        // dump's modules.
+        let modules: Vec<MappedModule> = crate::maps::parse(maps)
+            .filter(|m| m.executable() && m.path.starts_with('/') && !m.path.ends_with(name))
+            .map(|m| {
+                let path = m.path;
+                let build_id = self
+                    .build_ids
+                    .entry(path.to_owned())
+                    .or_insert_with(|| Symbols::build_id(path.as_ref()))
+                    .clone();
+                MappedModule {
+                    path: path.into(),
+                    start: m.start,
+                    end: m.end,
+                    file_offset: m.offset,
+                    build_id,
+                }
+            })
+            .collect();
+        symbols.symbolize(&modules, &addrs);
+    }
+}
+
+/// Parses the binaries of the executable mappings in `maps` not seen before.
+fn warm(symbols: &Symbols, maps: &str, warmed: &mut HashSet<PathBuf>) {
+    for m in crate::maps::parse(maps) {
         // memtrail's own recorder never shows in a stack, and its debug
         // information is the largest of a small program's.
-        if !perms.contains('x')
-            || !path.starts_with('/')
-            || path.ends_with(crate::run::PRELOAD_NAME)
-            || warmed.contains(path.as_ref() as &std::path::Path)
+        if !m.executable()
+            || !m.path.starts_with('/')
+            || m.path.ends_with(crate::run::PRELOAD_NAME)
+            || warmed.contains(Path::new(m.path))
         {
             continue;
         }
-        let Some((lo, hi)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(lo), Ok(hi), Ok(offset)) = (
-            u64::from_str_radix(lo, 16),
-            u64::from_str_radix(hi, 16),
-            u64::from_str_radix(offset, 16),
-        ) else {
-            continue;
-        };
-        let len = hi.saturating_sub(lo);
+        let len = m.end.saturating_sub(m.start);
         let offsets: Vec<u64> = (0..WARM_LOOKUPS)
-            .map(|i| offset + len * i / WARM_LOOKUPS)
+            .map(|i| m.offset + len * i / WARM_LOOKUPS)
             .collect();
-        warmed.insert(PathBuf::from(path));
-        symbols.warm(path.as_ref(), &offsets);
+        warmed.insert(PathBuf::from(m.path));
+        symbols.warm(m.path.as_ref(), &offsets);
     }
 }
