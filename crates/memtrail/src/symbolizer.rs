@@ -4,11 +4,14 @@
 //! its line tables) is most of the cost of turning a dump into a profile, and
 //! for a large library it is paid even when a handful of its addresses are
 //! looked up: about 60 ms for Python's libpython. memtrail waits for the
-//! program anyway, so a thread does that reading while the program runs. It
+//! program anyway, so a thread does that work while the program runs. It
 //! looks at the program's executable mappings in `/proc/PID/maps` every few
-//! milliseconds and parses each new binary once; when the program has ended,
-//! the same thread converts the dumps with the symbolizer it warmed (blazesym's
-//! symbolizer cannot move between threads).
+//! milliseconds (then less and less often), parses each new binary once, and
+//! symbolizes the addresses of the stacks the recorder published since its
+//! last look (`crate::live`). When the program has ended, the same thread
+//! converts the dumps with that symbolizer (blazesym's cannot move between
+//! threads), which by then has most addresses done: after an exact Python run
+//! of 16 000 stacks, the lookup left after exit went from about 60 ms to 7.
 
 use crate::convert::{self, ProcessEnd};
 use crate::live::LiveStacks;
