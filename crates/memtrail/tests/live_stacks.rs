@@ -78,7 +78,21 @@ fn reads_the_stacks_published_so_far_while_the_program_runs() {
 
     wait_for("step1");
     let m = maps();
-    let mut reader = LiveStacks::locate(pid, &m, name, symbol).expect("registry found");
+    let Some(mut reader) = LiveStacks::locate(pid, &m, name, symbol) else {
+        // Only a machine that forbids reading a child's memory (some
+        // container profiles) may get here; `memtrail run` then symbolizes
+        // after exit, which every other test covers.
+        let denied = std::fs::File::open(format!("/proc/{pid}/mem")).is_err();
+        writeln!(to_child, "go").unwrap();
+        writeln!(to_child, "go").unwrap();
+        let _ = child.wait();
+        assert!(
+            denied,
+            "registry not found, though the child's memory is readable"
+        );
+        eprintln!("skipped: this machine forbids reading a child's memory");
+        return;
+    };
     assert!(reader.same_image(&m, name));
     let step1 = reader.new_addresses().expect("table readable");
     let at1 = sites(&m, &step1);
