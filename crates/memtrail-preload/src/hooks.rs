@@ -185,7 +185,7 @@ fn on_alloc(
     // Count and byte weights: 1 and the size, or a sample's estimate.
     let (cw, bw) = match st.sampler.as_mut() {
         None => (1, size as u64),
-        Some(s) => match s.take(&thread::tls().left, size as u64) {
+        Some(s) => match s.take(thread::tls(), size as u64) {
             None => return NOT_RECORDED,
             Some(cw) => {
                 if t0 == 0 && timed() {
@@ -294,25 +294,30 @@ unsafe extern "C" fn malloc_impl(size: usize, fp: u64) -> *mut c_void {
     alloc_hook!(fp, AllocFn::Malloc, size, fwd_malloc(size))
 }
 
-/// Adds `by` to a counter of this thread's TLS block in one instruction,
-/// returning the value before. A signal handler that allocates can run
-/// between any two instructions of a lean path, and its own lean path then
-/// updates the same counters: single read-modify-write instructions (not
-/// locked: no other thread writes them) lose none of either's counts.
+/// Adds `by` to a counter of this thread's TLS block in one instruction. A
+/// signal handler that allocates can run between any two instructions of a
+/// lean path, and its own lean path then updates the same counters: single
+/// read-modify-write instructions (not locked: no other thread writes them)
+/// lose none of either's counts.
 #[inline(always)]
-fn bump(c: &core::cell::Cell<u64>, by: u64) -> u64 {
-    let mut v = by;
-    // SAFETY: the cell is this thread's; xadd reads and writes it in one
-    // instruction.
+fn add_to(c: *mut u64, by: u64) {
+    // SAFETY: the counter is this thread's; one instruction reads and
+    // writes it.
     unsafe {
         core::arch::asm!(
-            "xadd qword ptr [{c}], {v}",
-            c = in(reg) c.as_ptr(),
-            v = inout(reg) v,
+            "add qword ptr [{c}], {v}",
+            c = in(reg) c,
+            v = in(reg) by,
             options(nostack)
         )
     };
-    v
+}
+
+/// Ends a round of `CALL_SAMPLE_LEAN` lean calls (see `Tls::malloc_countdown`).
+#[inline(always)]
+fn next_round(countdown: &core::cell::Cell<i64>, rounds: &core::cell::Cell<u64>) {
+    add_to(countdown.as_ptr() as *mut u64, CALL_SAMPLE_LEAN);
+    add_to(rounds.as_ptr(), 1);
 }
 
 /// `malloc`'s lean path for a call whose duration is measured (one in
@@ -320,12 +325,25 @@ fn bump(c: &core::cell::Cell<u64>, by: u64) -> u64 {
 /// counted the call already.
 unsafe extern "C" fn malloc_lean_timed(size: usize) -> *mut c_void {
     let t = thread::tls();
+    next_round(&t.malloc_countdown, &t.malloc_rounds);
     let t0 = ticks();
     // SAFETY: the real malloc, resolved when `lean` was set.
     let p = unsafe { core::mem::transmute::<usize, real::MallocFn>(t.real_malloc.get())(size) };
     let dt = ticks().wrapping_sub(t0).wrapping_mul(CALL_SAMPLE_LEAN);
-    t.malloc_ticks.set(t.malloc_ticks.get().wrapping_add(dt));
+    add_to(t.malloc_ticks.as_ptr(), dt);
     p
+}
+
+/// `free`'s lean path for a call whose duration is measured.
+unsafe extern "C" fn free_lean_timed(p: *mut c_void) {
+    let t = thread::tls();
+    next_round(&t.free_countdown, &t.free_rounds);
+    let t0 = ticks();
+    // SAFETY: the real free, resolved when `lean` was set, on a block of
+    // the real allocator (`free` checked it is not a boot block).
+    unsafe { core::mem::transmute::<usize, real::FreeFn>(t.real_free.get())(p) };
+    let dt = ticks().wrapping_sub(t0).wrapping_mul(CALL_SAMPLE_LEAN);
+    add_to(t.free_ticks.as_ptr(), dt);
 }
 
 /// # Safety
@@ -344,39 +362,11 @@ unsafe extern "C" fn calloc_impl(n: usize, m: usize, fp: u64) -> *mut c_void {
     alloc_hook!(fp, AllocFn::Calloc, size, call())
 }
 
+/// `free`'s full hook (see `free` for its lean path).
+///
 /// # Safety
 /// Called as C's free.
-#[no_mangle]
-pub unsafe extern "C" fn free(p: *mut c_void) {
-    // The lean path of `--sample-every` (see `malloc`): a block that
-    // certainly was not sampled is counted and handed to the real free.
-    let t = thread::tls();
-    if t.lean.get()
-        && !t.in_hook.get()
-        && !p.is_null()
-        && !crate::sampler::maybe(p as u64)
-        && !real::is_boot(p)
-    {
-        let n = bump(&t.frees, 1) + 1;
-        // SAFETY: the real free, resolved when `lean` was set, on a block
-        // of the real allocator (not a boot block).
-        let f = unsafe { core::mem::transmute::<usize, real::FreeFn>(t.real_free.get()) };
-        if !n.is_multiple_of(CALL_SAMPLE_LEAN) {
-            return unsafe { f(p) };
-        }
-        let t0 = ticks();
-        // SAFETY: as above.
-        unsafe { f(p) };
-        let dt = ticks().wrapping_sub(t0).wrapping_mul(CALL_SAMPLE_LEAN);
-        t.free_ticks.set(t.free_ticks.get().wrapping_add(dt));
-        return;
-    }
-    // SAFETY: as for this function.
-    unsafe { free_full(p) }
-}
-
-#[inline(never)]
-unsafe fn free_full(p: *mut c_void) {
+unsafe extern "C" fn free_full(p: *mut c_void) {
     if real::is_boot(p) {
         return;
     }
@@ -714,12 +704,9 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         // Each counter changes in one instruction (see `bump`).
         "sub qword ptr [rax + {left}], rdi",
         "jle 4f",
-        "add qword ptr [rax + {bytes}], rdi",
-        "mov edx, 1",
-        "xadd qword ptr [rax + {mallocs}], rdx",
-        "add rdx, 1",
-        "test rdx, {mask}",
-        "jz 3f",
+        // Counts the call; one in CALL_SAMPLE_LEAN is timed.
+        "sub qword ptr [rax + {countdown}], 1",
+        "jle 3f",
         "jmp qword ptr [rax + {real}]",
         "3:",
         "jmp {timed}",
@@ -733,12 +720,75 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         lean = const thread::TLS_LEAN,
         in_hook = const thread::TLS_IN_HOOK,
         left = const thread::TLS_LEFT,
-        mallocs = const thread::TLS_MALLOCS,
-        bytes = const thread::TLS_MALLOC_BYTES,
+        countdown = const thread::TLS_MALLOC_COUNTDOWN,
         real = const thread::TLS_REAL_MALLOC,
-        mask = const CALL_SAMPLE_LEAN - 1,
         timed = sym malloc_lean_timed,
         imp = sym malloc_impl,
+    )
+}
+
+/// `free`'s entry: in `--sample-every` mode (and in a process that does not
+/// record), the lean path, which counts a free whose block certainly was not
+/// sampled and jumps to the real free; otherwise `free_full`.
+///
+/// The block certainly was not sampled when the counting filter's bucket
+/// for its page is zero (`sampler::bucket`, computed the same way here).
+/// Null pointers and the recorder's own boot blocks take the full hook,
+/// which knows them. Like `malloc`'s, this path reads and writes only the
+/// first line of the TLS block, and one byte of the filter.
+///
+/// # Safety
+/// Called as C's free.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    core::arch::naked_asm!(
+        ".cfi_startproc",
+        "mov rax, qword ptr fs:[0]",
+        "add rax, qword ptr [rip + __memtrail_tls_block@GOTTPOFF]",
+        "cmp byte ptr [rax + {lean}], 1",
+        "jne 2f",
+        "cmp byte ptr [rax + {in_hook}], 0",
+        "jne 2f",
+        "test rdi, rdi",
+        "jz 2f",
+        // bucket = (page ^ (page >> FILTER_BITS) * FOLD) & mask, page = p >> 12.
+        "mov rcx, rdi",
+        "shr rcx, {high}",
+        "imul rcx, rcx, {fold}",
+        "mov rdx, rdi",
+        "shr rdx, 12",
+        "xor rcx, rdx",
+        "and ecx, {mask}",
+        "lea rdx, [rip + {filter}]",
+        "cmp byte ptr [rdx + rcx], 0",
+        "jne 2f",
+        // Not a boot block: p - BOOT >= BOOT_SIZE, unsigned.
+        "lea rdx, [rip + {boot}]",
+        "mov rcx, rdi",
+        "sub rcx, rdx",
+        "cmp rcx, {boot_size}",
+        "jb 2f",
+        "sub qword ptr [rax + {countdown}], 1",
+        "jle 3f",
+        "jmp qword ptr [rax + {real}]",
+        "3:",
+        "jmp {timed}",
+        "2:",
+        "jmp {full}",
+        ".cfi_endproc",
+        lean = const thread::TLS_LEAN,
+        in_hook = const thread::TLS_IN_HOOK,
+        high = const 12 + crate::sampler::FILTER_BITS,
+        fold = const crate::sampler::FOLD & ((1 << crate::sampler::FILTER_BITS) - 1),
+        mask = const (1u64 << crate::sampler::FILTER_BITS) - 1,
+        filter = sym crate::sampler::FILTER,
+        boot = sym crate::real::BOOT,
+        boot_size = const crate::real::BOOT_SIZE,
+        countdown = const thread::TLS_FREE_COUNTDOWN,
+        real = const thread::TLS_REAL_FREE,
+        timed = sym free_lean_timed,
+        full = sym free_full,
     )
 }
 

@@ -151,12 +151,12 @@ getter!(signal, signal, SignalFn);
 
 // ---- the boot buffer ----
 
-const BOOT_SIZE: usize = 256 * 1024;
+pub const BOOT_SIZE: usize = 256 * 1024;
 
 #[repr(C, align(16))]
-struct BootBuf([u8; BOOT_SIZE]);
+pub struct BootBuf([u8; BOOT_SIZE]);
 
-static mut BOOT: BootBuf = BootBuf([0; BOOT_SIZE]);
+pub static mut BOOT: BootBuf = BootBuf([0; BOOT_SIZE]);
 static BOOT_USED: AtomicUsize = AtomicUsize::new(0);
 
 fn boot_base() -> usize {

@@ -53,18 +53,27 @@ impl Sampler {
     /// Whether an allocation of `size` bytes is sampled; if so, its count
     /// weight (1/p, rounded without bias).
     #[inline(always)]
-    pub fn take(&mut self, left: &core::cell::Cell<i64>, size: u64) -> Option<u64> {
+    pub fn take(&mut self, t: &crate::thread::Tls, size: u64) -> Option<u64> {
         // A zero-byte request holds no sample point (its weight would be
         // infinite); it is counted in the per-function totals only.
         if size == 0 {
             return None;
         }
-        let l = left.get() - size as i64;
+        let left = t.left.get();
+        let l = left - size as i64;
         if l > 0 {
-            left.set(l);
+            t.left.set(l);
+            // Bytes of a full hook: not the lean path's (see `Tls::seg`).
+            t.seg.set(t.seg.get() - size as i64);
             return None;
         }
-        left.set(self.gap());
+        // A sample point: what the lean path took since the last one is
+        // kept, and both restart from the new gap.
+        let lean = t.seg.get().wrapping_sub(left).max(0) as u64;
+        t.lean_bytes.set(t.lean_bytes.get().wrapping_add(lean));
+        let gap = self.gap();
+        t.left.set(gap);
+        t.seg.set(gap);
         let w = 1.0 / probability(size, self.mean);
         let whole = w.floor();
         let extra = (self.uniform() <= w - whole) as u64;
@@ -82,16 +91,20 @@ pub fn bytes_weight(size: u64, mean: u64) -> u64 {
     (size as f64 / probability(size, mean as f64)).round() as u64
 }
 
-const FILTER_BITS: u32 = 20;
-static FILTER: [AtomicU8; 1 << FILTER_BITS] = [const { AtomicU8::new(0) }; 1 << FILTER_BITS];
+pub const FILTER_BITS: u32 = 20;
+pub static FILTER: [AtomicU8; 1 << FILTER_BITS] = [const { AtomicU8::new(0) }; 1 << FILTER_BITS];
+
+/// The multiplier that folds the high address bits into a bucket.
+pub const FOLD: u64 = 0x9E37_79B9;
 
 /// One bucket per 4 KiB page (with the address bits above 4 GiB folded in),
 /// so that the filter is read with the heap's own locality rather than a
-/// cache miss per free.
+/// cache miss per free. `free`'s lean path computes the same in assembly
+/// (`hooks::free`).
 #[inline(always)]
 fn bucket(addr: u64) -> usize {
     let page = addr >> 12;
-    ((page ^ (page >> FILTER_BITS).wrapping_mul(0x9E37_79B9)) & ((1 << FILTER_BITS) - 1)) as usize
+    ((page ^ (page >> FILTER_BITS).wrapping_mul(FOLD)) & ((1 << FILTER_BITS) - 1)) as usize
 }
 
 /// A sampled block is alive at `addr`.

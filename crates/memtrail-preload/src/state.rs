@@ -68,7 +68,14 @@ fn start() -> bool {
         while get() == State::Starting {
             core::hint::spin_loop();
         }
-        return get() == State::Recording;
+        return match get() {
+            State::Recording => true,
+            State::Off => {
+                thread::lean_when_off(thread::tls());
+                false
+            }
+            _ => false,
+        };
     }
     let t = thread::tls();
     let was = t.in_hook.replace(true);

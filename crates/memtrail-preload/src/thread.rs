@@ -10,6 +10,7 @@
 
 use crate::config;
 use crate::counters::{Histogram, SizeHistogram, StackMap};
+use crate::hooks::CALL_SAMPLE_LEAN;
 use crate::sync::SpinLock;
 use crate::unwind::Unwind;
 use alloc::boxed::Box;
@@ -64,14 +65,15 @@ impl ThreadState {
 }
 
 fn add_lean(stats: &mut [(u64, u64, u64); AllocFn::COUNT], ops: &mut u64, t: &Tls) {
+    let (mallocs, bytes, frees) = t.lean_counts();
     let m = &mut stats[AllocFn::Malloc as usize];
-    m.0 += t.mallocs.get();
-    m.1 += t.malloc_bytes.get();
+    m.0 += mallocs;
+    m.1 += bytes;
     m.2 += t.malloc_ticks.get();
     let f = &mut stats[AllocFn::Free as usize];
-    f.0 += t.frees.get();
+    f.0 += frees;
     f.2 += t.free_ticks.get();
-    *ops += t.mallocs.get() + t.frees.get();
+    *ops += mallocs + frees;
 }
 
 impl ThreadState {
@@ -150,27 +152,75 @@ pub struct Tls {
     pub lean: Cell<bool>,
     /// Bytes left before the next sample point.
     pub left: Cell<i64>,
-    /// Calls and bytes handled by the lean paths, folded into the thread's
-    /// `stats` when it ends or is dumped.
-    pub mallocs: Cell<u64>,
-    pub malloc_bytes: Cell<u64>,
-    pub frees: Cell<u64>,
+    /// Lean calls left before the next one whose duration is measured. A
+    /// lean call subtracts one; the call that brings it to zero or below
+    /// adds `CALL_SAMPLE_LEAN` back and counts a round. The calls so far
+    /// are then `rounds * N + N - countdown` (`Tls::lean_counts`): one
+    /// read-modify-write per call counts the call and picks the timed ones.
+    pub malloc_countdown: Cell<i64>,
+    pub free_countdown: Cell<i64>,
     /// The real functions, copied here so that the lean paths touch one line.
     pub real_malloc: Cell<usize>,
     pub real_free: Cell<usize>,
+    // Second line: touched once in `CALL_SAMPLE_LEAN` lean calls, or by the
+    // full hooks.
+    pub malloc_rounds: Cell<u64>,
+    pub free_rounds: Cell<u64>,
+    /// `left` as it would be if only the full hooks had taken bytes since
+    /// the last sample point: `seg - left` is what the lean `malloc` took.
+    pub seg: Cell<i64>,
+    /// Bytes the lean `malloc` took before the last sample point.
+    pub lean_bytes: Cell<u64>,
     /// Estimated ticks spent in the lean paths' calls (one in
     /// `CALL_SAMPLE_LEAN` is measured).
     pub malloc_ticks: Cell<u64>,
     pub free_ticks: Cell<u64>,
 }
 
+impl Tls {
+    /// Calls and bytes the lean paths handled: (mallocs, malloc bytes,
+    /// frees). They are folded into the thread's `stats` when it ends or
+    /// is dumped.
+    pub fn lean_counts(&self) -> (u64, u64, u64) {
+        let n = CALL_SAMPLE_LEAN as i64;
+        let calls = |rounds: &Cell<u64>, countdown: &Cell<i64>| {
+            (rounds.get() as i64)
+                .wrapping_mul(n)
+                .wrapping_add(n - countdown.get())
+                .max(0) as u64
+        };
+        let bytes = (self.seg.get().wrapping_sub(self.left.get())).max(0) as u64;
+        (
+            calls(&self.malloc_rounds, &self.malloc_countdown),
+            self.lean_bytes.get().wrapping_add(bytes),
+            calls(&self.free_rounds, &self.free_countdown),
+        )
+    }
+
+    /// Sets the lean counters to zero, with `left` bytes before the next
+    /// sample point.
+    pub fn reset_lean(&self, left: i64) {
+        let n = CALL_SAMPLE_LEAN as i64;
+        self.left.set(left);
+        self.seg.set(left);
+        self.lean_bytes.set(0);
+        self.malloc_countdown.set(n);
+        self.free_countdown.set(n);
+        self.malloc_rounds.set(0);
+        self.free_rounds.set(0);
+        self.malloc_ticks.set(0);
+        self.free_ticks.set(0);
+    }
+}
+
 pub const TLS_IN_HOOK: usize = core::mem::offset_of!(Tls, in_hook);
 pub const TLS_LEAN: usize = core::mem::offset_of!(Tls, lean);
 pub const TLS_LEFT: usize = core::mem::offset_of!(Tls, left);
-pub const TLS_MALLOCS: usize = core::mem::offset_of!(Tls, mallocs);
-pub const TLS_MALLOC_BYTES: usize = core::mem::offset_of!(Tls, malloc_bytes);
+pub const TLS_MALLOC_COUNTDOWN: usize = core::mem::offset_of!(Tls, malloc_countdown);
+pub const TLS_FREE_COUNTDOWN: usize = core::mem::offset_of!(Tls, free_countdown);
 pub const TLS_REAL_MALLOC: usize = core::mem::offset_of!(Tls, real_malloc);
-const _: () = assert!(core::mem::offset_of!(Tls, real_free) < 64);
+pub const TLS_REAL_FREE: usize = core::mem::offset_of!(Tls, real_free);
+const _: () = assert!(TLS_REAL_FREE + 8 <= 64);
 
 // The thread-local block, in initial-exec TLS.
 //
@@ -267,15 +317,7 @@ fn retire(st: *mut ThreadState) {
         let t = unsafe { &*s.tls };
         t.lean.set(false);
         add_lean(&mut s.stats, &mut s.mem_ops, t);
-        for c in [
-            &t.mallocs,
-            &t.malloc_bytes,
-            &t.frees,
-            &t.malloc_ticks,
-            &t.free_ticks,
-        ] {
-            c.set(0);
-        }
+        t.reset_lean(t.left.get());
         s.tls = core::ptr::null();
     }
     crate::counters::ALIVE.fetch_add(s.pending, Ordering::Relaxed);
@@ -324,6 +366,24 @@ pub fn is_dead(s: *mut ThreadState) -> bool {
     s == DEAD
 }
 
+/// In a process that does not record (`State::Off`), opens the lean paths
+/// of this thread for good, with no sample point ever: its `malloc` and
+/// `free` then cost a few instructions, not a full hook's entry each.
+#[cold]
+pub fn lean_when_off(t: &Tls) {
+    let r = &crate::real::REAL;
+    let (m, f) = (
+        r.malloc.load(Ordering::Acquire),
+        r.free.load(Ordering::Acquire),
+    );
+    if m != 0 && f != 0 && !t.lean.get() {
+        t.reset_lean(i64::MAX);
+        t.real_malloc.set(m);
+        t.real_free.set(f);
+        t.lean.set(true);
+    }
+}
+
 /// Creates this thread's state (`t` is its TLS block) and, when sampling,
 /// opens its lean paths.
 #[cold]
@@ -334,13 +394,15 @@ fn create(t: &Tls) -> *mut ThreadState {
     // SAFETY: just created, ours.
     let st = unsafe { &mut *s };
     st.tls = t;
+    // Zero counts (a zero-filled block would read as one round of calls).
+    t.reset_lean(0);
     if let Some(sampler) = st.sampler.as_mut() {
         let r = &crate::real::REAL;
         let (m, f) = (
             r.malloc.load(Ordering::Acquire),
             r.free.load(Ordering::Acquire),
         );
-        t.left.set(sampler.first_gap());
+        t.reset_lean(sampler.first_gap());
         if m != 0 && f != 0 {
             t.real_malloc.set(m);
             t.real_free.set(f);

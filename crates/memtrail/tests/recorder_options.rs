@@ -231,10 +231,22 @@ fn sampling_estimates_are_within_ten_percent() {
             err * 100.0
         );
     }
-    // Call counts per function are exact in both modes (they cost nothing).
+    // Every block is freed: each sampled block's free found it (the lean
+    // `free` skips only blocks its filter says were not sampled), so each
+    // stack's estimated frees equal its estimated allocations, nothing is
+    // left alive and no sampled block is reported as a leak.
+    for s in &sampled.stacks {
+        assert_eq!(s.infos.free.sum, s.infos.alloc.sum, "{:?}", s.stack);
+        assert_eq!(s.infos.free.count, s.infos.alloc.count);
+        assert_eq!(s.infos.alive_req, 0);
+    }
+    assert!(sampled.leaks.is_empty(), "{} leaks", sampled.leaks.len());
+    // Call counts and bytes per function are exact in both modes (they cost
+    // nothing).
+    let (m, e) = (&sampled.threads[0].stats, &exact.threads[0].stats);
     assert_eq!(
-        sampled.threads[0].stats.malloc.count,
-        exact.threads[0].stats.malloc.count
+        (m.malloc.count, m.malloc.sum, m.free.count),
+        (e.malloc.count, e.malloc.sum, e.free.count)
     );
 }
 
