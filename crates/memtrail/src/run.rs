@@ -142,7 +142,34 @@ fn write_profile(profile: &memtrail_profile::Profile, path: &Path) -> Result<()>
         .with_context(|| format!("cannot write the profile to {}", path.display()))
 }
 
+/// `MEMTRAIL_PHASES=1`: how long each phase of `run` took, on stderr (for
+/// measuring memtrail's own fixed cost; see `memtrail-bench`).
+struct Phases(Option<(std::time::Instant, Vec<(&'static str, std::time::Instant)>)>);
+
+impl Phases {
+    fn new() -> Phases {
+        let on = std::env::var_os("MEMTRAIL_PHASES").is_some_and(|v| v != "0");
+        Phases(on.then(|| (std::time::Instant::now(), Vec::new())))
+    }
+    fn mark(&mut self, name: &'static str) {
+        if let Some((_, v)) = &mut self.0 {
+            v.push((name, std::time::Instant::now()));
+        }
+    }
+    fn print(&self) {
+        let Some((start, v)) = &self.0 else { return };
+        let mut last = *start;
+        let mut line = String::from("memtrail: phases (ms):");
+        for (name, t) in v {
+            line += &format!(" {name} {:.1}", (*t - last).as_secs_f64() * 1e3);
+            last = *t;
+        }
+        eprintln!("{line}");
+    }
+}
+
 pub fn run(o: &RunOptions) -> Result<u8> {
+    let mut phases = Phases::new();
     let lib = find_preload()?;
     let dir = temp_dir()?;
     let _cleanup = RemoveOnDrop(dir.clone());
@@ -180,11 +207,13 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         Err(e) => bail!("cannot run {}: {e}", o.program.to_string_lossy()),
     };
     let pid = child.id();
+    phases.mark("start");
     let converter = crate::symbolizer::Converter::start(pid);
     set_signals(libc::SIG_IGN);
     let status = child.wait();
     set_signals(libc::SIG_DFL);
     let status = status.context("waiting for the program")?;
+    phases.mark("program");
     let code = shell_code(status);
     let end = ProcessEnd {
         code: status.code(),
@@ -205,6 +234,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             Err(e) => eprintln!("memtrail: skipping {}: {e}", path.display()),
         }
     }
+    phases.mark("read");
     let main_pos = dumps.iter().position(|d| d.pid == pid);
     let Some(main_pos) = main_pos else {
         eprintln!(
@@ -226,6 +256,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let Some(profile) = profiles.next() else {
         bail!("internal error: no profile was built");
     };
+    phases.mark("convert");
     // Children: beside the main profile, in <stem>.children/.
     let child_dir = (n_children > 0).then(|| {
         let stem = out
@@ -259,6 +290,8 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         });
         (written.err(), summary)
     });
+    phases.mark("write");
+    phases.print();
     let failed = write_error.is_some();
     if let Some(summary) = summary {
         eprint!("{summary}");
