@@ -85,6 +85,13 @@ impl Addr {
     /// Writes the address into `buf` and returns the text, without allocating.
     /// Used on the write path, where profiles hold millions of addresses.
     pub fn format_into(self, buf: &mut [u8; 24]) -> &str {
+        // Only ASCII bytes were written, so this cannot fail; fall back to an
+        // empty string rather than panic.
+        std::str::from_utf8(self.format_bytes(buf)).unwrap_or("")
+    }
+
+    /// [`Addr::format_into`]'s text as bytes (ASCII).
+    pub fn format_bytes(self, buf: &mut [u8; 24]) -> &[u8] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut pos = buf.len();
         let mut v = self.value;
@@ -102,9 +109,7 @@ impl Addr {
         let prefix = self.space.prefix().as_bytes();
         pos -= prefix.len();
         buf[pos..pos + prefix.len()].copy_from_slice(prefix);
-        // Only ASCII bytes were written, so this cannot fail; fall back to an
-        // empty string rather than panic.
-        std::str::from_utf8(&buf[pos..]).unwrap_or("")
+        &buf[pos..]
     }
 }
 
