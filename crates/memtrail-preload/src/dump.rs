@@ -239,18 +239,16 @@ fn encode(e: &mut Encoder<FileSink>) {
             threads.push((s.number, ops, stats));
         }
     });
+    // Each stack is written against the one before (they share outer frames).
+    let mut prev: &[u64] = &[];
     for (id, m) in merged.iter().enumerate() {
         if m.t.is_empty() {
             continue;
         }
         let entry = stacks::entry(id as u32);
         let frames = stacks::frames(entry);
-        e.tag(Tag::Stack);
-        e.u(id as u64);
-        e.u(frames.len() as u64);
-        for &f in frames {
-            e.u(f);
-        }
+        e.stack(id as u64, frames, prev);
+        prev = frames;
         e.stack_counters(id as u64, &m.wire_counters(id as u32, epoch));
     }
     threads.sort_by_key(|t| t.0);

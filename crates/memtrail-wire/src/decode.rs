@@ -200,10 +200,18 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
             Tag::Stack => {
                 let id = r.u()?;
                 let n = r.u()? as usize;
-                let mut frames = Vec::with_capacity(n.min(4096));
-                for _ in 0..n {
-                    frames.push(r.u()?);
+                let shared = r.u()? as usize;
+                let prev: &[u64] = d.stacks.last().map_or(&[], |s| &s.frames);
+                if shared > n || shared > prev.len() {
+                    return Err(DecodeError::BadRecord { tag: t, offset: at });
                 }
+                let mut frames = Vec::with_capacity(n.min(4096));
+                let mut last = prev.first().copied().unwrap_or(0);
+                for _ in 0..n - shared {
+                    last = last.wrapping_add(r.i()? as u64);
+                    frames.push(last);
+                }
+                frames.extend_from_slice(&prev[prev.len() - shared..]);
                 d.stacks.push(StackRec {
                     id,
                     frames,
@@ -294,11 +302,17 @@ mod tests {
         }
         e.bytes(b"/bin/prog");
         e.bytes(b"prog\0-x\0");
-        e.tag(Tag::Stack);
-        e.u(3);
-        e.u(2);
-        e.u(0x401000);
-        e.u(u64::MAX);
+        e.stack(3, &[0x401000, u64::MAX], &[]);
+        // Shares its two outer frames with the one before.
+        e.stack(
+            4,
+            &[0x7f00_0000_1000, 0x400000, 0x401000, u64::MAX],
+            &[0x401000, u64::MAX],
+        );
+        // Shares nothing.
+        e.stack(5, &[1], &[0x7f00_0000_1000, 0x400000, 0x401000, u64::MAX]);
+        // Shares all of the one before.
+        e.stack(6, &[2, 1], &[1]);
         let mut c = StackCounters::default();
         c.totals.alloc.add(10);
         c.totals.realloc_delta = -5;
@@ -319,10 +333,54 @@ mod tests {
         assert_eq!(d.stack_mode, Some(StackMode::Dwarf));
         assert_eq!(d.cmdline, vec!["prog", "-x"]);
         assert_eq!(d.stacks[0].frames, vec![0x401000, u64::MAX]);
+        assert_eq!(
+            d.stacks[1].frames,
+            vec![0x7f00_0000_1000, 0x400000, 0x401000, u64::MAX]
+        );
+        assert_eq!(d.stacks[2].frames, vec![1]);
+        assert_eq!(
+            (d.stacks[3].id, &d.stacks[3].frames[..]),
+            (6, &[2u64, 1][..])
+        );
         assert_eq!(d.stacks[0].counters.totals.realloc_delta, -5);
         assert_eq!(d.stacks[0].counters.alive, -7);
         assert_eq!(d.stacks[0].counters.totals.alloc.sum, 10);
         assert_eq!(d.globals.peak_requested, 10);
+    }
+
+    #[test]
+    fn a_stack_sharing_more_than_its_predecessor_has_is_an_error() {
+        let mut e = Encoder::new(VecSink(Vec::new()));
+        e.tag(Tag::Header);
+        for v in [VERSION, 42, 1, 2, 128, 0, 1000, 5, 9, 77] {
+            e.u(v);
+        }
+        e.bytes(b"/bin/prog");
+        e.bytes(b"");
+        e.stack(1, &[5, 6], &[]);
+        let good = e.sink.0.clone();
+        // Two frames, three shared: more than it has.
+        e.tag(Tag::Stack);
+        for v in [2, 2, 3] {
+            e.u(v);
+        }
+        e.tag(Tag::End);
+        assert!(matches!(
+            decode(&e.sink.0),
+            Err(DecodeError::BadRecord { tag: 4, .. })
+        ));
+        // Three frames, two shared: more than the one before has.
+        let mut e = Encoder::new(VecSink(Vec::new()));
+        e.sink.0 = good;
+        e.tag(Tag::Stack);
+        for v in [2, 4, 3] {
+            e.u(v);
+        }
+        e.tag(Tag::End);
+        assert!(matches!(
+            decode(&e.sink.0),
+            Err(DecodeError::BadRecord { tag: 4, .. })
+        ));
     }
 
     #[test]
