@@ -107,10 +107,10 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
         |a: u64| -> Option<&str> { resolved.get(&a)?.frames.last()?.function.as_deref() };
 
     // Drop allocator-wrapper frames at the leaf, then merge stacks that became
-    // equal. The keys live in `index` (one allocation per stack) and are
-    // moved out in order at the end.
-    let mut merged: Vec<(StackCounters, u64)> = Vec::new();
-    let mut index: HashMap<Vec<u64>, usize> = HashMap::default();
+    // equal. Each stack is a slice of the dump's frames (return addresses, 1
+    // above the lookup addresses): nothing is copied.
+    let mut merged: Vec<(&[u64], StackCounters, u64)> = Vec::new();
+    let mut index: HashMap<&[u64], usize> = HashMap::default();
     let mut id_map: HashMap<u64, usize> = HashMap::default();
     // Addresses dropped as wrapper frames (a handful).
     let mut dropped: HashSet<u64> = HashSet::default();
@@ -123,30 +123,23 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
         // Keep at least one frame when the whole stack is wrappers.
         let skip = skip.min(s.frames.len().saturating_sub(1));
         dropped.extend(s.frames[..skip].iter().map(|f| f.wrapping_sub(1)));
-        let key: Vec<u64> = s.frames[skip..].iter().map(|f| f.wrapping_sub(1)).collect();
+        let key = &s.frames[skip..];
         let at = *index.entry(key).or_insert_with(|| {
-            merged.push((StackCounters::default(), s.id));
+            merged.push((key, StackCounters::default(), s.id));
             merged.len() - 1
         });
-        merge_counters(&mut merged[at].0, &s.counters);
+        merge_counters(&mut merged[at].1, &s.counters);
         id_map.insert(s.id, at);
     }
-    let mut keys: Vec<Vec<u64>> = vec![Vec::new(); merged.len()];
-    for (key, at) in index {
-        keys[at] = key;
-    }
-    let merged: Vec<(Vec<u64>, StackCounters, u64)> = keys
-        .into_iter()
-        .zip(merged)
-        .map(|(k, (c, id))| (k, c, id))
-        .collect();
+    drop(index);
+    let addr = |f: &u64| Addr::native(f.wrapping_sub(1));
 
     // Sites: interned strings, one instr entry per address still used: all
     // of them but the dropped wrapper frames that no kept frame repeats.
     if !dropped.is_empty() {
         for (key, _, _) in &merged {
-            for a in key {
-                dropped.remove(a);
+            for a in key.iter() {
+                dropped.remove(&a.wrapping_sub(1));
             }
             if dropped.is_empty() {
                 break;
@@ -238,7 +231,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
         };
         p.stacks.push(StackStat::new(
             format!("0x{id:x}"),
-            key.iter().map(|&a| Addr::native(a)).collect(),
+            key.iter().map(addr).collect(),
             infos,
         ));
     }
@@ -258,7 +251,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
             None => {
                 leak_of.insert(at, p.leaks.len());
                 p.leaks.push(mp::Leak {
-                    stack: merged[at].0.iter().map(|&a| Addr::native(a)).collect(),
+                    stack: merged[at].0.iter().map(addr).collect(),
                     count: l.count,
                     memory: l.bytes,
                 });
