@@ -6,9 +6,13 @@
 //! looked up: about 60 ms for Python's libpython. memtrail waits for the
 //! program anyway, so a thread does that work while the program runs. It
 //! looks at the program's executable mappings in `/proc/PID/maps` every few
-//! milliseconds (then less and less often), parses each new binary once, and
-//! symbolizes the addresses of the stacks the recorder published since its
-//! last look (`crate::live`). When the program has ended, the same thread
+//! milliseconds (then less and less often) and symbolizes the addresses of
+//! the stacks the recorder published since its last look (`crate::live`),
+//! which parses what those lookups need and nothing more. Where the stacks
+//! cannot be read, it parses each new binary ahead instead ("warming": a few
+//! lookups spread over its code), which is wasted work where they can: the
+//! Python workload under `--sample-every` ran 12% over the plain program
+//! with warming beside the live lookups and 2% without. When the program has ended, the same thread
 //! converts the dumps with that symbolizer (blazesym's cannot move between
 //! threads), which by then has most addresses done: after an exact Python run
 //! of 16 000 stacks, the lookup left after exit went from about 60 ms to 7.
@@ -55,7 +59,12 @@ impl Converter {
         std::thread::spawn(move || {
             let symbols = Symbols::new();
             let mut warmed = HashSet::new();
-            let mut live = Live::default();
+            let mut live = Live {
+                // MEMTRAIL_LIVE=0: do not read the program (what a machine
+                // that forbids it gets), for testing that path.
+                failed: std::env::var_os("MEMTRAIL_LIVE").is_some_and(|v| v == "0"),
+                ..Live::default()
+            };
             let mut poll = POLL_FIRST;
             loop {
                 match rx.recv_timeout(poll) {
@@ -69,8 +78,13 @@ impl Converter {
                     }
                     Err(RecvTimeoutError::Timeout) => {
                         if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-                            warm(&symbols, &maps, &mut warmed);
                             live.symbolize_new(&symbols, pid, &maps);
+                            // Reading the stacks parses what their lookups
+                            // need; where it cannot be done, each binary is
+                            // parsed ahead instead.
+                            if !live.available() {
+                                warm(&symbols, &maps, &mut warmed);
+                            }
                         }
                         poll = (poll * 2).min(POLL_MAX);
                     }
@@ -105,6 +119,12 @@ struct Live {
 }
 
 impl Live {
+    /// Whether the program's stacks can be read while it runs (not known to
+    /// be impossible: the recorder may not be relocated yet).
+    fn available(&self) -> bool {
+        !self.failed && self.symbol != Some(None)
+    }
+
     /// Looks up the addresses of the stacks the recorder published since the
     /// last call, so that building the profile finds them done.
     fn symbolize_new(&mut self, symbols: &Symbols, pid: u32, maps: &str) {

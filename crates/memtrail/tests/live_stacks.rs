@@ -145,3 +145,40 @@ fn no_registry_without_the_recorder() {
         None
     );
 }
+
+#[test]
+fn without_reading_the_program_the_profile_is_the_same() {
+    // Where the stacks cannot be read while the program runs (MEMTRAIL_LIVE=0
+    // stands for a machine that forbids it), binaries are parsed ahead and
+    // everything is symbolized after exit: the same stacks and sites.
+    let dir = TempDir::new("live-off");
+    let exe = compile("exit_live.c", dir.path(), &[]);
+    let stacks = |live: &str| -> Vec<String> {
+        let out = dir.join(format!("p-{live}.json"));
+        let o = Cmd::new(&exe)
+            .env("MEMTRAIL_LIVE", live)
+            .run_memtrail(&out, &[]);
+        assert_eq!(o.shell_code(), 7, "{}", o.stderr);
+        let p = load_profile(&out);
+        let mut v: Vec<String> = p
+            .stacks
+            .iter()
+            .map(|s| {
+                let site = p
+                    .resolve_addr(s.stack[0])
+                    .map(|x| format!("{}:{}", x.file, x.line.unwrap_or(0)))
+                    .unwrap_or_default();
+                format!("{} @ {site}", describe_stack(&p, &s.stack))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let live = stacks("1");
+    let after = stacks("0");
+    assert!(
+        live.iter().any(|s| s.contains("make_live_blocks")),
+        "{live:#?}"
+    );
+    assert_eq!(live, after);
+}
