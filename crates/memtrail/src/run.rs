@@ -222,6 +222,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
 
     // Every dump left in the directory: the started process and its children.
     let mut dumps = Vec::new();
+    let mut unreadable = false;
     let mut entries: Vec<_> = std::fs::read_dir(&dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -231,12 +232,22 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         let bytes = std::fs::read(&path)?;
         match memtrail_wire::decode(&bytes) {
             Ok(d) => dumps.push(d),
-            Err(e) => eprintln!("memtrail: skipping {}: {e}", path.display()),
+            Err(e) => {
+                unreadable = true;
+                eprintln!("memtrail: skipping {}: {e}", path.display())
+            }
         }
     }
     phases.mark("read");
     let main_pos = dumps.iter().position(|d| d.pid == pid);
     let Some(main_pos) = main_pos else {
+        if unreadable {
+            eprintln!(
+                "memtrail: no readable profile data of {} (see above)",
+                o.program.to_string_lossy()
+            );
+            return Ok(if code == 0 { 1 } else { code });
+        }
         eprintln!(
             "memtrail: {} left no profile data (it may be statically linked, setuid, or killed by SIGKILL)",
             o.program.to_string_lossy()
