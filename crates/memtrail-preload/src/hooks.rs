@@ -669,6 +669,26 @@ macro_rules! trampoline6 {
     };
 }
 
+/// The start of `malloc`'s and `free`'s lean paths: rax = this thread's TLS
+/// block; on to label 2 (the full hook) unless `lean` is 1, `in_hook` 0 and
+/// the argument (rdi) not zero. The flags are read as the single bytes they
+/// are stored as: one 16-bit load over both could miss store forwarding from
+/// the byte store that ended the previous hook.
+macro_rules! lean_gate {
+    () => {
+        concat!(
+            "mov rax, qword ptr fs:[0]\n",
+            "add rax, qword ptr [rip + __memtrail_tls_block@GOTTPOFF]\n",
+            "cmp byte ptr [rax + {lean}], 1\n",
+            "jne 2f\n",
+            "cmp byte ptr [rax + {in_hook}], 0\n",
+            "jne 2f\n",
+            "test rdi, rdi\n",
+            "jz 2f",
+        )
+    };
+}
+
 /// `malloc`'s entry: in `--sample-every` mode, the lean path, which
 /// counts a call that will not be sampled and jumps to the real malloc with
 /// the caller's frame untouched; otherwise, or for any call the full hook
@@ -690,18 +710,8 @@ macro_rules! trampoline6 {
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     core::arch::naked_asm!(
         ".cfi_startproc",
-        "mov rax, qword ptr fs:[0]",
-        "add rax, qword ptr [rip + __memtrail_tls_block@GOTTPOFF]",
-        // lean == 1 and in_hook == 0, read as the single bytes they are
-        // stored as (one 16-bit load over both could miss store forwarding
-        // from the byte store that ended the previous hook).
-        "cmp byte ptr [rax + {lean}], 1",
-        "jne 2f",
-        "cmp byte ptr [rax + {in_hook}], 0",
-        "jne 2f",
-        "test rdi, rdi",
-        "jz 2f",
-        // Each counter changes in one instruction (see `bump`).
+        lean_gate!(),
+        // Each counter changes in one instruction (see `add_to`).
         "sub qword ptr [rax + {left}], rdi",
         "jle 4f",
         // Counts the call; one in CALL_SAMPLE_LEAN is timed.
@@ -744,14 +754,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 pub unsafe extern "C" fn free(p: *mut c_void) {
     core::arch::naked_asm!(
         ".cfi_startproc",
-        "mov rax, qword ptr fs:[0]",
-        "add rax, qword ptr [rip + __memtrail_tls_block@GOTTPOFF]",
-        "cmp byte ptr [rax + {lean}], 1",
-        "jne 2f",
-        "cmp byte ptr [rax + {in_hook}], 0",
-        "jne 2f",
-        "test rdi, rdi",
-        "jz 2f",
+        lean_gate!(),
         // bucket = (page ^ (page >> FILTER_BITS) * FOLD) & mask, page = p >> 12.
         "mov rcx, rdi",
         "shr rcx, {high}",

@@ -103,16 +103,21 @@ fn write_addrs(out: &mut impl Write, addrs: &[Addr]) -> io::Result<()> {
     out.write_all(b"]")
 }
 
+/// The start of the `i`th object of a list, whose first key is `stack`.
+fn start_with_stack(out: &mut impl Write, i: usize, stack: &[Addr]) -> io::Result<()> {
+    out.write_all(if i == 0 {
+        b"{\"stack\":"
+    } else {
+        b",{\"stack\":"
+    })?;
+    write_addrs(out, stack)
+}
+
 /// `stacks`, field for field as `Stacks` and `StackStat` derive it.
 fn write_stacks(out: &mut impl Write, stacks: &Stacks) -> io::Result<()> {
     out.write_all(b"{\"stats\":[")?;
     for (i, s) in stacks.stats.iter().enumerate() {
-        out.write_all(if i == 0 {
-            b"{\"stack\":"
-        } else {
-            b",{\"stack\":"
-        })?;
-        write_addrs(out, &s.stack)?;
+        start_with_stack(out, i, &s.stack)?;
         out.write_all(b",\"stackId\":")?;
         serde_json::to_writer(&mut *out, &s.stack_id)?;
         out.write_all(b",\"infos\":")?;
@@ -126,12 +131,7 @@ fn write_stacks(out: &mut impl Write, stacks: &Stacks) -> io::Result<()> {
 fn write_leaks(out: &mut impl Write, leaks: &[Leak]) -> io::Result<()> {
     out.write_all(b"[")?;
     for (i, l) in leaks.iter().enumerate() {
-        out.write_all(if i == 0 {
-            b"{\"stack\":"
-        } else {
-            b",{\"stack\":"
-        })?;
-        write_addrs(out, &l.stack)?;
+        start_with_stack(out, i, &l.stack)?;
         write!(out, ",\"count\":{},\"memory\":{}}}", l.count, l.memory)?;
     }
     out.write_all(b"]")

@@ -294,7 +294,8 @@ mod tests {
         }
     }
 
-    fn sample() -> Vec<u8> {
+    /// An encoder with a header written (pid 42, dwarf stacks).
+    fn with_header() -> Encoder<VecSink> {
         let mut e = Encoder::new(VecSink(Vec::new()));
         e.tag(Tag::Header);
         for v in [VERSION, 42, 1, 2, 128, 0, 1000, 5, 9, 77] {
@@ -302,6 +303,11 @@ mod tests {
         }
         e.bytes(b"/bin/prog");
         e.bytes(b"prog\0-x\0");
+        e
+    }
+
+    fn sample() -> Vec<u8> {
+        let mut e = with_header();
         e.stack(3, &[0x401000, u64::MAX], &[]);
         // Shares its two outer frames with the one before.
         e.stack(
@@ -350,37 +356,28 @@ mod tests {
 
     #[test]
     fn a_stack_sharing_more_than_its_predecessor_has_is_an_error() {
-        let mut e = Encoder::new(VecSink(Vec::new()));
-        e.tag(Tag::Header);
-        for v in [VERSION, 42, 1, 2, 128, 0, 1000, 5, 9, 77] {
-            e.u(v);
-        }
-        e.bytes(b"/bin/prog");
-        e.bytes(b"");
+        let mut e = with_header();
         e.stack(1, &[5, 6], &[]);
-        let good = e.sink.0.clone();
-        // Two frames, three shared: more than it has.
-        e.tag(Tag::Stack);
-        for v in [2, 2, 3] {
-            e.u(v);
+        let good = e.sink.0;
+        // (id, frames, shared): 3 shared of its own 2 frames; 3 shared of
+        // the 2 frames the one before has.
+        for record in [[2, 2, 3], [2, 4, 3]] {
+            let mut e = Encoder {
+                sink: VecSink(good.clone()),
+            };
+            e.tag(Tag::Stack);
+            for v in record {
+                e.u(v);
+            }
+            e.tag(Tag::End);
+            assert!(
+                matches!(
+                    decode(&e.sink.0),
+                    Err(DecodeError::BadRecord { tag: 4, .. })
+                ),
+                "{record:?}"
+            );
         }
-        e.tag(Tag::End);
-        assert!(matches!(
-            decode(&e.sink.0),
-            Err(DecodeError::BadRecord { tag: 4, .. })
-        ));
-        // Three frames, two shared: more than the one before has.
-        let mut e = Encoder::new(VecSink(Vec::new()));
-        e.sink.0 = good;
-        e.tag(Tag::Stack);
-        for v in [2, 4, 3] {
-            e.u(v);
-        }
-        e.tag(Tag::End);
-        assert!(matches!(
-            decode(&e.sink.0),
-            Err(DecodeError::BadRecord { tag: 4, .. })
-        ));
     }
 
     #[test]
