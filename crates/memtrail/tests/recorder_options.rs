@@ -173,6 +173,19 @@ fn errno_and_return_values_are_the_allocators() {
         let p = run(&dir, &exe, extra, &["errno"]);
         assert!(p.threads[0].stats.malloc.count >= 4, "{extra:?}");
     }
+    // Preloaded in a process that does not record (no dump directory, as
+    // in a child that is not followed): the lean paths, same answers.
+    let preload = memtrail::run::find_preload().unwrap();
+    for opts in ["stack=dwarf", "sample=4096"] {
+        let o = Command::new(&exe)
+            .arg("errno")
+            .env("LD_PRELOAD", &preload)
+            .env(memtrail_wire::ENV_OPTS, opts)
+            .env_remove(memtrail_wire::ENV_DIR)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{opts}: {o:?}");
+    }
 }
 
 #[test]
