@@ -127,13 +127,26 @@ fn threads_allocating_while_they_end_are_counted() {
 
 #[test]
 fn fork_while_threads_allocate_does_not_deadlock() {
-    let dir = Scratch::new("opt-fork");
-    let exe = build(&dir);
-    let p = run(&dir, &exe, &[], &["fork-under-load"]);
-    let totals = p.threads.iter().fold(0, |a, t| a + t.stats.malloc.count);
-    assert!(totals >= 3 * 200_000, "{totals}");
-    let children = std::fs::read_dir(dir.join("p.children")).unwrap().count();
-    assert_eq!(children, 20);
+    // Exact, sampled (children inherit the lean paths of the forking
+    // thread), and sampled without following (children that do not record,
+    // on the lean paths too).
+    for (tag, extra, children) in [
+        ("opt-fork", &[][..], 20),
+        ("opt-fork-sampled", &["--sample-every", "4096"][..], 20),
+        (
+            "opt-fork-off",
+            &["--sample-every", "4096", "--no-follow"][..],
+            0,
+        ),
+    ] {
+        let dir = Scratch::new(tag);
+        let exe = build(&dir);
+        let p = run(&dir, &exe, extra, &["fork-under-load"]);
+        let totals = p.threads.iter().fold(0, |a, t| a + t.stats.malloc.count);
+        assert!(totals >= 3 * 200_000, "{tag}: {totals}");
+        let found = std::fs::read_dir(dir.join("p.children")).map_or(0, |d| d.count());
+        assert_eq!(found, children, "{tag}");
+    }
 }
 
 #[test]
