@@ -84,7 +84,14 @@ pub struct Unwind {
     tmp_reads: Vec<(u64, u64)>,
     /// Facts about the last step (BP_DEP, BP_RESTORED).
     last_dep: u8,
-    cache: alloc::boxed::Box<CacheX86_64<MustNotAllocateDuringUnwind>>,
+    /// framehop's caches of unwind rules: one, and `RULE_CACHES` once that
+    /// one misses often (see `RULE_CACHES`). Boxed one by one, so that a
+    /// thread that never needs the others does not reserve their room.
+    #[allow(clippy::vec_box)]
+    caches: Vec<alloc::boxed::Box<Cache>>,
+    /// Steps since the miss rate was last looked at, and the misses then.
+    cache_steps: u32,
+    cache_misses: u64,
     /// The bp-dependence (BP_DEP, BP_RESTORED) found for a return address,
     /// so that the probing second step runs once per address: it is a
     /// property of the unwind rule at that address. Direct-mapped on the
@@ -95,6 +102,22 @@ pub struct Unwind {
     pub stack_lo: u64,
     pub stack_hi: u64,
 }
+
+type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
+
+/// framehop's rule cache is direct-mapped on `address % 509`, and a thread
+/// whose stacks cover thousands of return addresses (Python's start-up: about
+/// 3 000) misses in it for one step in ten, each miss evaluating the CFI
+/// again (thousands of instructions in a large function). Such a thread gets
+/// this many caches, the one for an address chosen by `address / 509`, so
+/// that addresses 509 apart land in different caches: 8 x 509 slots, for 8
+/// x about 16 KB (only threads that miss that often).
+const RULE_CACHES: usize = 8;
+const RULE_CACHE_SLOTS: u64 = 509;
+/// Steps between two looks at the single cache's misses, and the misses
+/// (for another address) in that many steps that bring in the others.
+const CACHE_WINDOW: u32 = 1024;
+const CACHE_SPLIT_MISSES: u64 = 64;
 
 const ID_CACHE: usize = 512;
 const DEP_CACHE: usize = 4096;
@@ -134,7 +157,13 @@ impl Unwind {
             tmp_dep: Vec::with_capacity(max_depth + 1),
             last_dep: 0,
             tmp_reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
-            cache: alloc::boxed::Box::new(CacheX86_64::new_in()),
+            caches: {
+                let mut v = Vec::with_capacity(RULE_CACHES);
+                v.push(alloc::boxed::Box::new(CacheX86_64::new_in()));
+                v
+            },
+            cache_steps: 0,
+            cache_misses: 0,
             deps: vec![(0, 0); DEP_CACHE],
             ids: vec![(0, 0); ID_CACHE],
             stack_lo,
@@ -370,10 +399,39 @@ impl Unwind {
         })
     }
 
+    /// The rule cache for a step from return address `ra`; brings in the
+    /// other caches when the single one misses often.
+    #[inline]
+    fn cache_index(&mut self, ra: u64) -> usize {
+        if self.caches.len() > 1 {
+            return ((ra / RULE_CACHE_SLOTS) % RULE_CACHES as u64) as usize;
+        }
+        self.cache_steps += 1;
+        if self.cache_steps >= CACHE_WINDOW {
+            self.cache_steps = 0;
+            let misses = self.caches[0].stats().miss_wrong_address_count;
+            let recent = misses - self.cache_misses;
+            self.cache_misses = misses;
+            if recent >= CACHE_SPLIT_MISSES {
+                while self.caches.len() < RULE_CACHES {
+                    self.caches
+                        .push(alloc::boxed::Box::new(CacheX86_64::new_in()));
+                }
+                return ((ra / RULE_CACHE_SLOTS) % RULE_CACHES as u64) as usize;
+            }
+        }
+        0
+    }
+
     /// Unwinds one frame; logs every stack word read into tmp_reads.
     #[inline]
     fn step(&mut self, st: State, unwinder: Option<&Fh>, lo: u64, hi: u64) -> Option<State> {
         self.last_dep = BP_DEP;
+        let ci = if unwinder.is_some() {
+            self.cache_index(st.ra)
+        } else {
+            0
+        };
         let reads = &mut self.tmp_reads;
         let mut read = |a: u64| -> Result<u64, ()> {
             if a < lo || a + 8 > hi || !a.is_multiple_of(8) || reads.len() >= reads.capacity() {
@@ -426,7 +484,7 @@ impl Unwind {
         } else {
             FrameAddress::from_return_address(st.ra)?
         };
-        let r1 = u.unwind_frame(addr, &mut regs, &mut self.cache, &mut read);
+        let r1 = u.unwind_frame(addr, &mut regs, &mut self.caches[ci], &mut read);
         let out = match r1 {
             Ok(Some(ra)) if ra != 0 => Some(State {
                 ra,
@@ -464,7 +522,7 @@ impl Unwind {
             // SAFETY: inside this thread's stack, above the hook's frame.
             Ok(unsafe { *(a as *const u64) })
         };
-        let r2 = u.unwind_frame(addr, &mut regs2, &mut self.cache, &mut read2);
+        let r2 = u.unwind_frame(addr, &mut regs2, &mut self.caches[ci], &mut read2);
         let out2 = match r2 {
             Ok(Some(ra)) if ra != 0 => Some(State {
                 ra,
