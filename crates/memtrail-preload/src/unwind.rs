@@ -67,6 +67,8 @@ pub struct Unwind {
     rec: Vec<State>,
     rec_hash: Vec<u64>,
     rec_rd: Vec<u32>, // reads of frame i are reads[rec_rd[i]..rec_rd[i+1]]
+    /// `rec_min[i]`: the lowest address read for frames 0..=i.
+    rec_min: Vec<u64>,
     reads: Vec<(u64, u64)>,
     /// `bp_matters[i]`: whether the incoming bp of frame i can change the
     /// unwinding of frames i..=0 (through a BP_DEP frame reached before a
@@ -147,6 +149,7 @@ impl Unwind {
             rec: Vec::with_capacity(max_depth + 1),
             rec_hash: Vec::with_capacity(max_depth + 1),
             rec_rd: Vec::with_capacity(max_depth + 2),
+            rec_min: Vec::with_capacity(max_depth + 1),
             reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
             rec_bp_matters: Vec::with_capacity(max_depth + 1),
             rec_dep: Vec::with_capacity(max_depth + 1),
@@ -234,9 +237,7 @@ impl Unwind {
             // SAFETY: as just said; the reads were bounds-checked when logged.
             if s.valid
                 && same_state(&s.first, &first, s.bp_matters)
-                && s.reads
-                    .iter()
-                    .all(|&(a, v)| unsafe { *(a as *const u64) } == v)
+                && unsafe { words_unchanged(&s.reads) }
             {
                 return Some(Capture {
                     id: s.id,
@@ -329,6 +330,7 @@ impl Unwind {
         self.rec_bp_matters.truncate(keep);
         self.rec_hash.truncate(keep);
         self.rec_rd.truncate(keep);
+        self.rec_min.truncate(keep);
         self.reads.truncate(keep_reads);
         let mut h = if keep == 0 {
             HASH_SEED
@@ -340,6 +342,9 @@ impl Unwind {
             self.rec_rd.push(self.reads.len() as u32);
             let (a, b) = (self.tmp_rd[j] as usize, self.tmp_rd[j + 1] as usize);
             self.reads.extend_from_slice(&self.tmp_reads[a..b]);
+            let lowest = self.tmp_reads[a..b].iter().map(|r| r.0).min();
+            let outer = self.rec_min.last().copied().unwrap_or(u64::MAX);
+            self.rec_min.push(lowest.map_or(outer, |l| l.min(outer)));
             h = stacks::mix(h, s.ra);
             let dep = self.tmp_dep.get(j).copied().unwrap_or(BP_DEP);
             let above = self.rec_bp_matters.last().copied().unwrap_or(false);
@@ -390,13 +395,22 @@ impl Unwind {
 
     /// Whether every stack word read while unwinding record frames 0..=p
     /// still holds the value that was read.
+    ///
+    /// Every address was inside this thread's stack (below `hi`) when it was
+    /// read, and the stack does not move; when none lies below our own frame
+    /// (`lo`), the words are compared without checking each address.
     #[inline]
     fn reads_unchanged(&self, p: usize, lo: u64, hi: u64) -> bool {
-        let end = self.rec_rd[p + 1] as usize;
-        self.reads[..end].iter().all(|&(a, v)| {
-            // SAFETY: bounded to the thread's stack above our own frame.
-            a >= lo && a + 8 <= hi && unsafe { *(a as *const u64) } == v
-        })
+        let reads = &self.reads[..self.rec_rd[p + 1] as usize];
+        if self.rec_min[p] >= lo {
+            // SAFETY: inside this thread's stack, above our own frame.
+            unsafe { words_unchanged(reads) }
+        } else {
+            reads.iter().all(|&(a, v)| {
+                // SAFETY: bounded to the thread's stack above our own frame.
+                a >= lo && a + 8 <= hi && unsafe { *(a as *const u64) } == v
+            })
+        }
     }
 
     /// The rule cache for a step from return address `ra`; brings in the
@@ -551,6 +565,24 @@ impl Unwind {
         }
         out
     }
+}
+
+/// Whether every word still holds the value read: `(address, value)` pairs,
+/// compared four at a time (this check is most of what a reused stack costs).
+///
+/// # Safety
+/// Every address must be readable: inside this thread's stack.
+#[inline(always)]
+unsafe fn words_unchanged(reads: &[(u64, u64)]) -> bool {
+    // SAFETY: forwarded to the caller.
+    let differs = |&(a, v): &(u64, u64)| unsafe { *(a as *const u64) } ^ v;
+    let mut quads = reads.chunks_exact(4);
+    for q in &mut quads {
+        if differs(&q[0]) | differs(&q[1]) | differs(&q[2]) | differs(&q[3]) != 0 {
+            return false;
+        }
+    }
+    quads.remainder().iter().all(|r| differs(r) == 0)
 }
 
 /// Equal states, comparing bp only where it can change what follows.
