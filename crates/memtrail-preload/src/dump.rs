@@ -72,6 +72,24 @@ impl FileSink {
 }
 
 impl Sink for FileSink {
+    #[inline]
+    fn put_small(&mut self, b: &[u8; 16], n: usize) {
+        let len = self.buf.len();
+        if self.buf.capacity() - len < b.len() {
+            return self.put(&b[..n]);
+        }
+        // SAFETY: 16 bytes of spare capacity, checked above; n <= 16 of
+        // them are kept.
+        unsafe {
+            self.buf
+                .as_mut_ptr()
+                .add(len)
+                .cast::<[u8; 16]>()
+                .write_unaligned(*b);
+            self.buf.set_len(len + n.min(16));
+        }
+    }
+
     fn put(&mut self, b: &[u8]) {
         if self.buf.len() + b.len() > SINK_BUF {
             self.flush();

@@ -346,6 +346,14 @@ pub struct Globals {
 /// Where encoded bytes go.
 pub trait Sink {
     fn put(&mut self, bytes: &[u8]);
+
+    /// Puts the first `n` bytes of `bytes` (n <= 16): a varint. A sink with
+    /// room may copy all 16 and keep `n`, a fixed-size copy rather than a
+    /// call to `memcpy` per number.
+    #[inline]
+    fn put_small(&mut self, bytes: &[u8; 16], n: usize) {
+        self.put(&bytes[..n]);
+    }
 }
 
 /// Writes records into a [`Sink`].
@@ -366,7 +374,7 @@ impl<S: Sink> Encoder<S> {
 
     #[inline]
     pub fn u(&mut self, mut v: u64) {
-        let mut buf = [0u8; 10];
+        let mut buf = [0u8; 16];
         let mut n = 0;
         loop {
             let b = (v & 0x7f) as u8;
@@ -379,7 +387,7 @@ impl<S: Sink> Encoder<S> {
             buf[n] = b | 0x80;
             n += 1;
         }
-        self.sink.put(&buf[..n]);
+        self.sink.put_small(&buf, n);
     }
 
     #[inline]
