@@ -33,6 +33,15 @@ const IP_FRAME: u8 = 1;
 const BP_DEP: u8 = 1;
 /// the caller's bp comes from the stack (or the CFA), not from the incoming bp.
 const BP_RESTORED: u8 = 2;
+/// A frame's facts also say, from this bit up, 1 + which of its step's reads
+/// gave the return address (0: not known). framehop's steps read the return
+/// address and otherwise only words that become the caller's bp (its rbp
+/// slot, or other saved registers it does not keep): where the caller's bp
+/// cannot change the unwinding (`rec_bp_matters`), those words cannot change
+/// the stack, and only the return address's read is kept and checked. In
+/// code built without frame pointers that halves the words a reused stack
+/// is checked against.
+const RA_READ_SHIFT: u8 = 2;
 
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct State {
@@ -341,13 +350,21 @@ impl Unwind {
             let s = self.tmp[j];
             self.rec_rd.push(self.reads.len() as u32);
             let (a, b) = (self.tmp_rd[j] as usize, self.tmp_rd[j + 1] as usize);
-            self.reads.extend_from_slice(&self.tmp_reads[a..b]);
-            let lowest = self.tmp_reads[a..b].iter().map(|r| r.0).min();
+            let dep = self.tmp_dep.get(j).copied().unwrap_or(BP_DEP);
+            let above = self.rec_bp_matters.last().copied().unwrap_or(false);
+            let ra_read = (dep >> RA_READ_SHIFT) as usize;
+            let frame_reads = if ra_read != 0 && a + ra_read <= b && !above {
+                // The caller's bp cannot change the unwinding: only the
+                // return address's read matters (see `RA_READ_SHIFT`).
+                &self.tmp_reads[a + ra_read - 1..a + ra_read]
+            } else {
+                &self.tmp_reads[a..b]
+            };
+            self.reads.extend_from_slice(frame_reads);
+            let lowest = frame_reads.iter().map(|r| r.0).min();
             let outer = self.rec_min.last().copied().unwrap_or(u64::MAX);
             self.rec_min.push(lowest.map_or(outer, |l| l.min(outer)));
             h = stacks::mix(h, s.ra);
-            let dep = self.tmp_dep.get(j).copied().unwrap_or(BP_DEP);
-            let above = self.rec_bp_matters.last().copied().unwrap_or(false);
             self.rec_bp_matters
                 .push(dep & BP_DEP != 0 || (dep & BP_RESTORED == 0 && above));
             self.rec_dep.push(dep);
@@ -512,14 +529,14 @@ impl Unwind {
         // that failed is always probed again.)
         let key = st.ra ^ (u64::from(st.flags) << 63);
         let slot = (key ^ (key >> 12)) as usize % DEP_CACHE;
+        let logged_from = self.tmp_rd.last().copied().unwrap_or(0) as usize;
         if out.is_some() && self.deps[slot].0 == key {
-            self.last_dep = self.deps[slot].1;
+            self.last_dep = self.deps[slot].1 | self.ra_read(logged_from, out);
             return out;
         }
         // Run the step again with another incoming bp, reading without
         // logging: if nothing but a passed-through bp changes, the step does
         // not depend on bp.
-        let logged_from = self.tmp_rd.last().copied().unwrap_or(0) as usize;
         let probe_bp = st.bp ^ (1 << 44) ^ 0x10;
         let mut regs2 = UnwindRegsX86_64::new(st.ra, st.sp, probe_bp);
         let mut k = logged_from;
@@ -563,7 +580,24 @@ impl Unwind {
         if out.is_some() && out2.is_some() && key != 0 {
             self.deps[slot] = (key, self.last_dep);
         }
+        self.last_dep |= self.ra_read(logged_from, out);
         out
+    }
+
+    /// The mark (see `RA_READ_SHIFT`) of the read among `tmp_reads[from..]`
+    /// that gave the step's return address: the word just below the
+    /// caller's stack pointer, holding that address.
+    #[inline]
+    fn ra_read(&self, from: usize, out: Option<State>) -> u8 {
+        let Some(o) = out else { return 0 };
+        let at = o.sp.wrapping_sub(8);
+        match self.tmp_reads[from..]
+            .iter()
+            .position(|&(a, v)| a == at && v == o.ra)
+        {
+            Some(i) if i < 63 => ((i + 1) as u8) << RA_READ_SHIFT,
+            _ => 0,
+        }
     }
 }
 

@@ -544,14 +544,25 @@ fn first_stack_in_a_library_loaded_behind_the_hooks_is_complete() {
 /// holds its value; only rbp shows that the callers differ).
 #[test]
 fn reuse_tells_apart_stacks_that_differ_only_by_rbp() {
-    let dir = Scratch::new("same-sp");
+    same_sp("same-sp", &[]);
+}
+
+/// The same, where the leaf saves its caller's rbp on its stack and then
+/// uses rbp for itself: its incoming rbp is the same both times, and only
+/// the saved copy, a stack word the step reads for the caller's bp, tells
+/// the stacks apart. The recorder checks such words only where the caller's
+/// bp matters, which it does here (g's CFA is rbp-based).
+#[test]
+fn reuse_tells_apart_stacks_that_differ_only_by_a_saved_rbp() {
+    same_sp("same-sp-saved", &["-DLEAF_SAVES_RBP"]);
+}
+
+fn same_sp(tag: &str, defines: &[&str]) {
+    let dir = Scratch::new(tag);
     let exe = dir.join("same_sp");
-    compile(
-        "cc",
-        "same_sp.c",
-        &["-g", "-O2", "-fomit-frame-pointer", "-fno-builtin"],
-        &exe,
-    );
+    let mut flags = vec!["-g", "-O2", "-fomit-frame-pointer", "-fno-builtin"];
+    flags.extend_from_slice(defines);
+    compile("cc", "same_sp.c", &flags, &exe);
     let (p, stdout) = profile_of(&["--stack", "dwarf"], &[], &dir, &exe, &[] as &[&str]);
     // The set-up holds: same stack pointer, different frame pointer.
     let hex = |k: &str| -> u64 {

@@ -12,6 +12,11 @@
  * untouched alloca area, the return addresses into call_via and main)
  * still holds its value. Only rbp tells the two stacks apart.
  *
+ * Built with -DLEAF_SAVES_RBP, leaf uses rbp as an ordinary register, so it
+ * saves g's rbp on its stack and restores it: then leaf's incoming rbp does
+ * not matter, and the saved copy, a stack word, is what tells the two
+ * stacks apart.
+ *
  * leaf mallocs 4001 bytes the first time, 4002 the second, then 4003 and
  * 4004 in a second round of the same two calls. Prints
  * "same_sp: sp1=X sp2=Y fp1=Z fp2=W" (hex). */
@@ -26,6 +31,9 @@ static uintptr_t target, sps[4], fps[4];
 static int calls;
 
 __attribute__((noinline)) void leaf(size_t size) {
+#ifdef LEAF_SAVES_RBP
+    __asm__ volatile("xor %%ebp, %%ebp" : : : "rbp");
+#endif
     sink = malloc(size);
     pad_sink++;
 }
