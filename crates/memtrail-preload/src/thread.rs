@@ -148,7 +148,8 @@ const DEAD: *mut ThreadState = std::ptr::dangling_mut::<ThreadState>();
 pub struct Tls {
     pub state: Cell<*mut ThreadState>,
     pub in_hook: Cell<bool>,
-    /// The lean paths may run: a sampling thread with live state.
+    /// The lean paths may run: a sampling thread with live state, or any
+    /// thread of a process that does not record (`lean_when_off`).
     pub lean: Cell<bool>,
     /// Bytes left before the next sample point.
     pub left: Cell<i64>,
