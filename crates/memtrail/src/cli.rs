@@ -48,6 +48,11 @@ enum Command {
         /// bytes in the profile are then estimates.
         #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
         sample_every: Option<u64>,
+        /// Once the program has ended, how long to wait for the processes
+        /// it started that still run (they write their profile data as they
+        /// end); 0 does not wait.
+        #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = parse_seconds)]
+        wait_children: f64,
         /// Number of rows in each table of the summary.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -134,6 +139,7 @@ pub fn main() -> Result<u8> {
             max_depth,
             no_follow,
             sample_every,
+            wait_children,
             top,
             quiet,
             program,
@@ -164,6 +170,7 @@ pub fn main() -> Result<u8> {
                 sample_every,
                 top,
                 quiet,
+                wait_children: std::time::Duration::from_secs_f64(wait_children),
             })
         }
         Command::Tree {
@@ -233,5 +240,14 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
         _ => Err(format!("`{s}` is not a percentage between 0 and 100")),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 86400"
+        )),
     }
 }

@@ -26,6 +26,9 @@ pub struct RunOptions {
     pub sample_every: Option<u64>,
     pub top: usize,
     pub quiet: bool,
+    /// How long to wait, once the program has ended, for the processes it
+    /// started that still run (followed children only).
+    pub wait_children: std::time::Duration,
 }
 
 pub const PRELOAD_NAME: &str = "libmemtrail_preload.so";
@@ -86,6 +89,91 @@ fn set_signals(handler: libc::sighandler_t) {
         libc::signal(libc::SIGINT, handler);
         libc::signal(libc::SIGQUIT, handler);
     }
+}
+
+/// Processes the program starts may outlive it (a daemon; `git commit`'s
+/// detached maintenance run) and write their dumps only as they end. So that
+/// memtrail knows when the last of them has ended, and never reads a dump
+/// half-written, it makes itself their reaper: orphans of the program's tree
+/// become memtrail's children rather than init's (PR_SET_CHILD_SUBREAPER).
+fn become_subreaper() -> bool {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}
+
+/// Waits for `pid`, reaping the orphans handed to memtrail that end before
+/// it (they would otherwise stay zombies until the program ends).
+fn wait_reaping(pid: u32) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        let mut status = 0;
+        // SAFETY: status is writable.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r == pid as i32 {
+            return Ok(std::process::ExitStatus::from_raw(status));
+        }
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Once the program has ended: waits up to `grace` for the processes of its
+/// tree still running, reaping them as they end. Returns those still
+/// running at the deadline (pid, name); empty when none is left.
+fn wait_descendants(grace: std::time::Duration) -> Vec<(u32, String)> {
+    let deadline = std::time::Instant::now() + grace;
+    loop {
+        let mut status = 0;
+        // SAFETY: status is writable.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r > 0 {
+            continue;
+        }
+        if r < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Vec::new(); // ECHILD: none left
+        }
+        if std::time::Instant::now() >= deadline {
+            return children_of(std::process::id());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// The running children of `parent` (pid, name), from /proc.
+fn children_of(parent: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.filter_map(|e| e.ok()) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...; comm may hold spaces and parentheses.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let ppid = stat[close + 1..].split_whitespace().nth(1);
+        if ppid.and_then(|p| p.parse::<u32>().ok()) == Some(parent) {
+            out.push((pid, stat[open + 1..close].to_owned()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The pid a dump's file name (`PID.mtraw`, `PID.N.mtraw`) carries.
+fn dump_pid(path: &Path) -> Option<u32> {
+    path.file_name()?.to_str()?.split('.').next()?.parse().ok()
 }
 
 /// Exit code the way a shell reports it: the code, or 128 + signal.
@@ -190,7 +278,8 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         std::process::id(),
         o.sample_every.unwrap_or(0)
     );
-    let mut child = match Command::new(&o.program)
+    let reaper = o.follow && become_subreaper();
+    let child = match Command::new(&o.program)
         .args(&o.args)
         .env("LD_PRELOAD", &preload)
         .env(memtrail_wire::ENV_DIR, &dir)
@@ -210,10 +299,40 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     phases.mark("start");
     let converter = crate::symbolizer::Converter::start(pid);
     set_signals(libc::SIG_IGN);
-    let status = child.wait();
-    set_signals(libc::SIG_DFL);
-    let status = status.context("waiting for the program")?;
+    let status = if reaper {
+        wait_reaping(pid)
+    } else {
+        let mut child = child;
+        child.wait()
+    };
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            set_signals(libc::SIG_DFL);
+            return Err(e).context("waiting for the program");
+        }
+    };
     phases.mark("program");
+    let still_running = if reaper {
+        wait_descendants(o.wait_children)
+    } else {
+        Vec::new()
+    };
+    set_signals(libc::SIG_DFL);
+    if !still_running.is_empty() {
+        let names: Vec<String> = still_running
+            .iter()
+            .map(|(p, n)| format!("{n} ({p})"))
+            .collect();
+        let n = still_running.len();
+        eprintln!(
+            "memtrail: not waiting longer for {n} process{} the program started, still running: {}; {} profile data is left out (--wait-children sets how long to wait)",
+            if n == 1 { "" } else { "es" },
+            names.join(", "),
+            if n == 1 { "its" } else { "their" },
+        );
+    }
+    phases.mark("children");
     let code = shell_code(status);
     let end = ProcessEnd {
         code: status.code(),
@@ -232,6 +351,15 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         let bytes = std::fs::read(&path)?;
         match memtrail_wire::decode(&bytes) {
             Ok(d) => dumps.push(d),
+            Err(memtrail_wire::DecodeError::Truncated)
+                if dump_pid(&path).is_some_and(|p| still_running.iter().any(|(q, _)| *q == p)) =>
+            {
+                // Caught at the deadline, writing its dump as it ends.
+                eprintln!(
+                    "memtrail: skipping {}: the process was still writing it",
+                    path.display()
+                )
+            }
             Err(e) => {
                 unreadable = true;
                 eprintln!("memtrail: skipping {}: {e}", path.display())

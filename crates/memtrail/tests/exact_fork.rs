@@ -129,3 +129,71 @@ fn child_profile_has_the_history_and_its_own_allocations() {
         &[("child_alloc", line("child"))]
     ));
 }
+
+/// `tests/programs/daemon.c`: a process the program starts, detached in its
+/// own session, allocates after the program has ended. memtrail waits for
+/// it (it reaps the program's orphans) and its profile is complete.
+#[test]
+fn a_daemon_that_outlives_the_program_is_waited_for() {
+    let dir = Scratch::new("daemon");
+    let exe = dir.join("daemon");
+    compile("cc", &["daemon.c"], SITE_FLAGS, &exe);
+    let out = dir.join("p.json");
+    let o = memtrail_run("dwarf", &out, &exe, &[] as &[&str]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}: {stderr}", o.status);
+    assert_eq!(stderr, "", "memtrail -q said something");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let pid: u32 = stdout
+        .strip_prefix("daemon ")
+        .and_then(|s| s.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("stdout: {stdout:?}"));
+    let path = dir
+        .join("p.children")
+        .join(format!("memtrail-daemon-{pid}.json"));
+    let d = Profile::from_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let line = site_line("daemon.c", "daemon");
+    let s = site(&d, "daemon_alloc", line);
+    assert_eq!(s.alloc, mms(4, 4444, 4444, 4 * 4444), "{s:?}");
+    assert_eq!(s.free, mms(3, 4444, 4444, 3 * 4444), "{s:?}");
+    let leaks = program_leaks(&d);
+    assert_eq!(leaks.len(), 1, "leaks:{}", describe_leaks(&d, &leaks));
+    assert_eq!((leaks[0].count, leaks[0].memory), (1, 4444));
+}
+
+/// A daemon that runs on: memtrail stops waiting after --wait-children,
+/// says so in one line naming it, and passes the program's exit code.
+#[test]
+fn a_daemon_still_running_is_named_and_not_waited_for_longer() {
+    let dir = Scratch::new("daemon-long");
+    let exe = dir.join("daemon");
+    compile("cc", &["daemon.c"], SITE_FLAGS, &exe);
+    let out = dir.join("p.json");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memtrail"))
+        .args(["run", "-q", "--wait-children", "0.2", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg("long")
+        .output()
+        .expect("cannot run memtrail");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let pid: Option<i32> = stdout
+        .strip_prefix("daemon ")
+        .and_then(|s| s.trim_end().parse().ok());
+    if let Some(pid) = pid {
+        // SAFETY: signalling the test's own daemon.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let pid = pid.unwrap_or_else(|| panic!("stdout: {stdout:?}"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}: {stderr}", o.status);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("memtrail: not waiting longer for 1 process")
+            && lines[0].contains(&format!("daemon ({pid})")),
+        "{stderr}"
+    );
+    assert!(Profile::from_path(&out).is_ok(), "no main profile");
+}
