@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 
 const CHURN_C: &str = include_str!("../workloads/churn.c");
 const PAIRS_C: &str = include_str!("../workloads/pairs.c");
+const HELD_C: &str = include_str!("../workloads/held.c");
 
 /// The compiler flags of every workload: optimized, no frame pointers, like
 /// most distribution code.
@@ -25,14 +26,17 @@ pub enum Workload {
     Python,
     /// The churn split over T threads, same total work.
     Threads,
+    /// 4 M small blocks alive at once: the table of live blocks under load.
+    Held,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 4] = [
+    pub const ALL: [Workload; 5] = [
         Workload::Churn,
         Workload::Pairs,
         Workload::Python,
         Workload::Threads,
+        Workload::Held,
     ];
 
     pub fn name(self) -> &'static str {
@@ -41,6 +45,7 @@ impl Workload {
             Workload::Pairs => "pairs",
             Workload::Python => "python",
             Workload::Threads => "threads",
+            Workload::Held => "held",
         }
     }
 }
@@ -54,6 +59,8 @@ pub struct Sizes {
     pub pairs_pairs: u64,
     /// Strings Python builds.
     pub python_strings: u64,
+    /// Blocks `held` keeps alive at once.
+    pub held_blocks: u64,
 }
 
 impl Sizes {
@@ -62,12 +69,14 @@ impl Sizes {
             churn_pairs: 5_000_000,
             pairs_pairs: 20_000_000,
             python_strings: 3_000_000,
+            held_blocks: 4_000_000,
         };
         if quick {
             Sizes {
                 churn_pairs: s.churn_pairs / 10,
                 pairs_pairs: s.pairs_pairs / 10,
                 python_strings: s.python_strings / 10,
+                held_blocks: s.held_blocks / 10,
             }
         } else {
             s
@@ -194,7 +203,7 @@ fn tools_for(w: Workload, heaptrack: bool) -> Vec<Tool> {
         Workload::Churn => v.push(Tool::Memtrail(Stack::Fp)),
         Workload::Pairs => v.push(Tool::Memtrail(Stack::None)),
         Workload::Python => v.push(Tool::MemtrailSampled),
-        Workload::Threads => {}
+        Workload::Threads | Workload::Held => {}
     }
     // The threads table compares memtrail with the plain program only.
     if heaptrack && w != Workload::Threads {
@@ -255,6 +264,16 @@ pub fn cases(
                 env: vec![],
             };
             vec![case("pairs".into(), None, Some(sizes.pairs_pairs), p)]
+        }
+        Workload::Held => {
+            let exe = build("held", HELD_C)?;
+            let p = Program {
+                exe,
+                shown: "held".into(),
+                args: vec![sizes.held_blocks.to_string().into()],
+                env: vec![],
+            };
+            vec![case("held".into(), None, Some(sizes.held_blocks), p)]
         }
         Workload::Python => {
             let Some(py) = python else { return Ok(vec![]) };
