@@ -116,6 +116,20 @@ impl Drop for Hook {
 
 #[inline(always)]
 fn enter() -> Option<Hook> {
+    enter_with(true)
+}
+
+/// `enter` for `free(p)`: a thread with no state yet does not get one for
+/// `free(NULL)`, which glibc calls in a thread's last clean-up, after the
+/// key destructors that retire a state have run (such a state would never
+/// be retired); the orphan state counts it.
+#[inline(always)]
+fn enter_free(p: *mut c_void) -> Option<Hook> {
+    enter_with(!p.is_null())
+}
+
+#[inline(always)]
+fn enter_with(create: bool) -> Option<Hook> {
     let t = thread::tls();
     let tls = t as *const Tls;
     if t.in_hook.get() {
@@ -125,9 +139,13 @@ fn enter() -> Option<Hook> {
         return None;
     }
     t.in_hook.set(true);
-    let mut st = thread::current(t);
+    let mut st = if create {
+        thread::current(t)
+    } else {
+        thread::existing(t)
+    };
     let mut orphan = false;
-    if thread::is_dead(st) {
+    if thread::is_dead(st) || st.is_null() {
         thread::ORPHAN.raw_lock();
         // SAFETY: we hold the orphan lock.
         let o = unsafe { thread::ORPHAN.get_unchecked() };
@@ -376,7 +394,7 @@ unsafe extern "C" fn free_full(p: *mut c_void) {
             unsafe { f(p) }
         }
     };
-    let Some(mut h) = enter() else {
+    let Some(mut h) = enter_free(p) else {
         if !p.is_null() {
             unrecorded();
         }

@@ -55,12 +55,43 @@ impl ThreadState {
         let mut stats = self.stats;
         let mut ops = self.mem_ops;
         if !self.dead && !self.tls.is_null() {
-            // SAFETY: the block of a thread that has not ended (its end is
-            // serialized with this read by the registry lock).
-            let t = unsafe { &*self.tls };
-            add_lean(&mut stats, &mut ops, t);
+            if let Some(t) = self.copy_of_block() {
+                add_lean(&mut stats, &mut ops, &t);
+            }
         }
         (ops, stats)
+    }
+
+    /// A copy of this thread's TLS block, if the thread still runs with it.
+    ///
+    /// A state created after its thread's key destructors ran (an event in
+    /// glibc's last clean-up of the thread) is never retired, and keeps a
+    /// pointer to a block that a later thread may reuse (zeroed: read as a
+    /// round of lean calls) or that went with its unmapped stack (reading it
+    /// crashed the program at exit). So the block is copied with
+    /// `process_vm_readv`, which fails instead of faulting, and used only if
+    /// it still names this state as its own.
+    fn copy_of_block(&self) -> Option<Tls> {
+        let mut copy = core::mem::MaybeUninit::<Tls>::uninit();
+        let len = core::mem::size_of::<Tls>();
+        let local = libc::iovec {
+            iov_base: copy.as_mut_ptr() as *mut _,
+            iov_len: len,
+        };
+        let remote = libc::iovec {
+            iov_base: self.tls as *mut _,
+            iov_len: len,
+        };
+        let _e = crate::sync::ErrnoGuard::new();
+        // SAFETY: both iovecs describe `len` bytes; the kernel checks the
+        // remote one and copies nothing it cannot read.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n != len as isize {
+            return None;
+        }
+        // SAFETY: fully written by the kernel; Tls is plain data.
+        let copy = unsafe { copy.assume_init() };
+        core::ptr::eq(copy.state.get(), self).then_some(copy)
     }
 }
 
@@ -312,15 +343,17 @@ fn retire(st: *mut ThreadState) {
     let mut reg = REGISTRY.lock();
     // SAFETY: st is a registered, live state owned by the exiting thread.
     let s = unsafe { &mut *st };
-    if !s.tls.is_null() {
-        // SAFETY: the exiting thread's own block, still valid in its key
-        // destructors.
-        let t = unsafe { &*s.tls };
+    let t = tls();
+    // The exiting thread's own block, if it still names this state: glibc
+    // may hand a destructor a value that an earlier thread on the same
+    // (cached) stack set in its last clean-up; that thread's counters are
+    // gone with it.
+    if core::ptr::eq(s.tls, t) && core::ptr::eq(t.state.get(), st) {
         t.lean.set(false);
         add_lean(&mut s.stats, &mut s.mem_ops, t);
         t.reset_lean(t.left.get());
-        s.tls = core::ptr::null();
     }
+    s.tls = core::ptr::null();
     crate::counters::ALIVE.fetch_add(s.pending, Ordering::Relaxed);
     s.pending = 0;
     let r = reg
@@ -360,6 +393,12 @@ pub fn current(t: &Tls) -> *mut ThreadState {
         return s;
     }
     create(t)
+}
+
+/// This thread's state if it has one (it may be [`DEAD`]); null if not.
+#[inline(always)]
+pub fn existing(t: &Tls) -> *mut ThreadState {
+    t.state.get()
 }
 
 #[inline(always)]

@@ -74,3 +74,29 @@ fn four_threads_each_with_known_counts() {
     let leaks = program_leaks(&p);
     assert!(leaks.is_empty(), "leaks:{}", describe_leaks(&p, &leaks));
 }
+
+/// `tests/programs/thread_stacks.c`: 320 threads on stacks that glibc
+/// reuses and unmaps, half of them allocating nothing of their own. The
+/// recorder once kept a state for such a thread (made by glibc's last
+/// free(NULL) in it) that pointed into its stack, and read it at exit: the
+/// program crashed (SIGSEGV) where the stack was gone, and counted 1024
+/// phantom calls where another thread had reused it.
+#[test]
+fn threads_on_reused_and_unmapped_stacks() {
+    let dir = Scratch::new("thread-stacks");
+    let exe = dir.join("thread_stacks");
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.push("-pthread");
+    compile("cc", &["thread_stacks.c"], &flags, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    assert_eq!(stdout, "done\n");
+    // 20 rounds x 8 allocating threads, k = 1, 3, .., 15.
+    let per_round: u64 = (1..16).step_by(2).map(|k| 100 + k).sum();
+    let malloc = p.call_totals().malloc;
+    assert_eq!((malloc.count, malloc.sum), (20 * 8, 20 * per_round));
+    let s = site(&p, "worker", site_line("thread_stacks.c", "worker"));
+    assert_eq!(s.alloc, mms(160, 101, 115, 20 * per_round), "{s:?}");
+    assert_eq!(s.free, s.alloc);
+    // A state per allocating thread and the main thread, none for the rest.
+    assert_eq!(p.threads.len(), 1 + 160, "threads");
+}
