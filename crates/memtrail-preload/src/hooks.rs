@@ -88,6 +88,9 @@ struct Hook {
     tls: *const Tls,
     st: *mut ThreadState,
     orphan: bool,
+    /// Where the call is counted when that is not `st`: the retired state
+    /// of a thread in its last clean-up (`st` is then the orphan state).
+    calls: *mut ThreadState,
 }
 
 impl Hook {
@@ -145,6 +148,11 @@ fn enter_with(create: bool) -> Option<Hook> {
         thread::existing(t)
     };
     let mut orphan = false;
+    let calls = if thread::is_dead(st) {
+        t.retired.get()
+    } else {
+        core::ptr::null_mut()
+    };
     if thread::is_dead(st) || st.is_null() {
         thread::ORPHAN.raw_lock();
         // SAFETY: we hold the orphan lock.
@@ -154,7 +162,12 @@ fn enter_with(create: bool) -> Option<Hook> {
     }
     // SAFETY: st is this thread's state or the locked orphan.
     unsafe { (*st).busy.store(true, Ordering::Relaxed) };
-    Some(Hook { tls, st, orphan })
+    Some(Hook {
+        tls,
+        st,
+        orphan,
+        calls,
+    })
 }
 
 /// Counts an event that happened where recording was impossible.
@@ -181,10 +194,33 @@ fn stack(st: &mut ThreadState, fp: u64) -> u32 {
     }
 }
 
+/// Counts one call of `f` with `bytes` and its duration `dt`: in the
+/// thread's state, or in `calls` when that is set (a call in a thread's
+/// last clean-up, after memtrail's key destructor retired its state: the
+/// frees of other libraries' key destructors, served by the orphan state,
+/// still count for the thread that made them).
+#[inline(always)]
+fn count_call(st: &mut ThreadState, calls: *mut ThreadState, f: AllocFn, bytes: u64, dt: u64) {
+    let c = if calls.is_null() {
+        st
+    } else {
+        // SAFETY: a retired state, never freed, written only by the thread
+        // that owned it (this one); `st` is the orphan, another object.
+        unsafe { &mut *calls }
+    };
+    let s = &mut c.stats[f as usize];
+    s.0 += 1;
+    s.1 += bytes;
+    s.2 += dt;
+    c.mem_ops += 1;
+}
+
 /// Records a successful allocation of `size` bytes at `p`.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn on_alloc(
     st: &mut ThreadState,
+    calls: *mut ThreadState,
     f: AllocFn,
     p: *mut c_void,
     size: usize,
@@ -192,11 +228,7 @@ fn on_alloc(
     dt: u64,
     fp: u64,
 ) -> u32 {
-    let s = &mut st.stats[f as usize];
-    s.0 += 1;
-    s.1 += size as u64;
-    s.2 += dt;
-    st.mem_ops += 1;
+    count_call(st, calls, f, size as u64, dt);
     if p.is_null() {
         return NOT_RECORDED;
     }
@@ -301,7 +333,8 @@ macro_rules! alloc_hook {
         let p = $call;
         h.keep_errno();
         let dt = c.duration();
-        on_alloc(h.st(), $f, p, $size, c.t0, dt, $fp);
+        let calls = h.calls;
+        on_alloc(h.st(), calls, $f, p, $size, c.t0, dt, $fp);
         p
     }};
 }
@@ -415,12 +448,13 @@ unsafe extern "C" fn free_full(p: *mut c_void) {
     }
     fwd(p);
     h.keep_errno();
-    let st = h.st();
-    let s = &mut st.stats[AllocFn::Free as usize];
-    s.0 += 1;
-    s.1 += size;
-    s.2 += c.duration();
-    st.mem_ops += 1;
+    // glibc's own free(NULL) in a thread's last clean-up is not the
+    // program's call (a thread with no state gets none for it either).
+    if p.is_null() && h.orphan {
+        return;
+    }
+    let calls = h.calls;
+    count_call(h.st(), calls, AllocFn::Free, size, c.duration());
 }
 
 #[inline(always)]
@@ -459,6 +493,7 @@ unsafe fn realloc_common(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     let q = fwd(p, size);
     let dt = c.duration();
     h.keep_errno();
+    let calls = h.calls;
     let st = h.st();
     if q.is_null() && size != 0 && !p.is_null() {
         // Failed: the old block is untouched and still alive.
@@ -468,10 +503,7 @@ unsafe fn realloc_common(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
                 crate::sampler::mark(e.addr);
             }
         }
-        let s = &mut st.stats[AllocFn::Realloc as usize];
-        s.0 += 1;
-        s.2 += dt;
-        st.mem_ops += 1;
+        count_call(st, calls, AllocFn::Realloc, 0, dt);
         return q;
     }
     let old_size = old.map_or(0, |e| e.size);
@@ -482,13 +514,10 @@ unsafe fn realloc_common(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     }
     if q.is_null() {
         // realloc(p, 0) freed p.
-        let s = &mut st.stats[AllocFn::Realloc as usize];
-        s.0 += 1;
-        s.2 += dt;
-        st.mem_ops += 1;
+        count_call(st, calls, AllocFn::Realloc, 0, dt);
         return q;
     }
-    let id = on_alloc(st, AllocFn::Realloc, q, size, t0, dt, fp);
+    let id = on_alloc(st, calls, AllocFn::Realloc, q, size, t0, dt, fp);
     if id == NOT_RECORDED {
         return q;
     }
@@ -558,7 +587,8 @@ unsafe extern "C" fn posix_memalign_impl(
     } else {
         core::ptr::null_mut()
     };
-    on_alloc(h.st(), AllocFn::PosixMemalign, p, size, c.t0, dt, fp);
+    let calls = h.calls;
+    on_alloc(h.st(), calls, AllocFn::PosixMemalign, p, size, c.t0, dt, fp);
     r
 }
 

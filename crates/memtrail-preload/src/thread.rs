@@ -207,6 +207,9 @@ pub struct Tls {
     /// `CALL_SAMPLE_LEAN` is measured).
     pub malloc_ticks: Cell<u64>,
     pub free_ticks: Cell<u64>,
+    /// The state this thread had, once retired (its last clean-up's calls
+    /// are counted there; see `hooks::count_call`).
+    pub retired: Cell<*mut ThreadState>,
 }
 
 impl Tls {
@@ -332,6 +335,9 @@ unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
     let st = p as *mut ThreadState;
     let t = tls();
     let was = t.in_hook.replace(true);
+    if core::ptr::eq(t.state.get(), st) {
+        t.retired.set(st);
+    }
     retire(st);
     t.state.set(DEAD);
     t.in_hook.set(was);

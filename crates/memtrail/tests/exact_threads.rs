@@ -100,3 +100,33 @@ fn threads_on_reused_and_unmapped_stacks() {
     // A state per allocating thread and the main thread, none for the rest.
     assert_eq!(p.threads.len(), 1 + 160, "threads");
 }
+
+/// `tests/programs/key_destructor.c`: a block freed by the program's own
+/// thread-specific key destructor, which glibc runs after memtrail's has
+/// retired the thread's state. The free is charged to the block's stack and
+/// counted for the thread that made it.
+#[test]
+fn frees_in_a_key_destructor_count_for_their_thread() {
+    let dir = Scratch::new("key-destructor");
+    let exe = dir.join("key_destructor");
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.push("-pthread");
+    compile("cc", &["key_destructor.c"], &flags, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    assert_eq!(stdout, "done\n");
+    let s = site(&p, "worker", site_line("key_destructor.c", "keyed"));
+    assert_eq!(s.alloc, mms(3, 777, 777, 3 * 777), "{s:?}");
+    assert_eq!(s.free, s.alloc, "{s:?}");
+    let workers: Vec<(u64, u64, u64, u64)> = p
+        .threads
+        .iter()
+        .filter(|t| t.stats.malloc.count > 0)
+        .map(|t| {
+            let (m, f) = (&t.stats.malloc, &t.stats.free);
+            (m.count, m.sum, f.count, f.sum)
+        })
+        .collect();
+    assert_eq!(workers, vec![(1, 777, 1, 777); 3], "per worker thread");
+    let free = p.call_totals().free;
+    assert_eq!(free.sum, 3 * 777, "bytes freed");
+}
