@@ -124,18 +124,30 @@ fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
     out
 }
 
+/// A file of this process in /proc, read through the calling thread's
+/// directory first: where the main thread has ended (`pthread_exit` in
+/// `main`, the process living on in other threads), `/proc/self/` shows an
+/// empty command line, no executable and no mappings.
+fn read_proc(thread: &core::ffi::CStr, process: &core::ffi::CStr) -> Vec<u8> {
+    let v = read_file(thread);
+    if v.is_empty() {
+        read_file(process)
+    } else {
+        v
+    }
+}
+
 fn exe() -> Vec<u8> {
     let mut buf = vec![0u8; 4096];
-    // SAFETY: buf is writable for its length.
-    let n = unsafe {
-        libc::readlink(
-            c"/proc/self/exe".as_ptr(),
-            buf.as_mut_ptr() as *mut _,
-            buf.len(),
-        )
-    };
-    buf.truncate(n.max(0) as usize);
-    buf
+    for path in [c"/proc/thread-self/exe", c"/proc/self/exe"] {
+        // SAFETY: buf is writable for its length.
+        let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+        if n > 0 {
+            buf.truncate(n as usize);
+            return buf;
+        }
+    }
+    Vec::new()
 }
 
 fn stderr_line(s: &str) {
@@ -210,7 +222,10 @@ fn encode(e: &mut Encoder<FileSink>) {
         e.u(v);
     }
     e.bytes(&exe());
-    e.bytes(&read_file(c"/proc/self/cmdline"));
+    e.bytes(&read_proc(
+        c"/proc/thread-self/cmdline",
+        c"/proc/self/cmdline",
+    ));
 
     if let Some(seen) = modules::SEEN.try_lock_for(1000) {
         for m in seen.iter() {
@@ -223,7 +238,7 @@ fn encode(e: &mut Encoder<FileSink>) {
         }
     }
     e.tag(Tag::Maps);
-    e.bytes(&read_file(c"/proc/self/maps"));
+    e.bytes(&read_proc(c"/proc/thread-self/maps", c"/proc/self/maps"));
 
     // Merge every thread's counters.
     let epoch = crate::counters::epoch();

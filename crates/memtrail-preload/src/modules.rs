@@ -71,18 +71,15 @@ struct Found {
 
 fn exe_path() -> String {
     let mut buf = [0u8; 4096];
-    // SAFETY: buf is writable for its length.
-    let n = unsafe {
-        libc::readlink(
-            c"/proc/self/exe".as_ptr(),
-            buf.as_mut_ptr() as *mut _,
-            buf.len(),
-        )
-    };
-    if n <= 0 {
-        return String::new();
+    // Through the calling thread first: see `dump::read_proc`.
+    for path in [c"/proc/thread-self/exe", c"/proc/self/exe"] {
+        // SAFETY: buf is writable for its length.
+        let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+        if n > 0 {
+            return String::from_utf8_lossy(&buf[..n as usize]).into_owned();
+        }
     }
-    String::from_utf8_lossy(&buf[..n as usize]).into_owned()
+    String::new()
 }
 
 /// Reads a DWARF pointer encoded as in .eh_frame_hdr (the common encodings).

@@ -40,6 +40,7 @@ const RUNTIME_FUNCTIONS: &[&str] = &[
     "_dl_find_object_update",          // dlopen's table for _dl_find_object, never freed
     "_dlfo_mappings_segment_allocate", // idem (inlined into the above)
     "_dl_add_to_namespace_list",       // the loader's namespace list
+    "__libc_unwind_link_get",          // libgcc_s, loaded once for pthread_exit and cancellation
 ];
 
 /// Basename prefixes of the runtime's libraries.

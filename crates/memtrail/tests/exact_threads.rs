@@ -130,3 +130,30 @@ fn frees_in_a_key_destructor_count_for_their_thread() {
     let free = p.call_totals().free;
     assert_eq!(free.sum, 3 * 777, "bytes freed");
 }
+
+/// `tests/programs/main_exits_first.c`: main leaves through pthread_exit
+/// and the process ends in its worker. The profile still names the program
+/// (with the main thread gone, /proc/self shows no command line, executable
+/// or mappings) and has every allocation, with its source line.
+#[test]
+fn a_process_whose_main_thread_left_first() {
+    let dir = Scratch::new("main-exits-first");
+    let exe = dir.join("main_exits_first");
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.push("-pthread");
+    compile("cc", &["main_exits_first.c"], &flags, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    assert_eq!(stdout, "worker done\n");
+    assert_eq!(p.run.exe, "main_exits_first");
+    assert_eq!(p.run.command, exe.display().to_string());
+    let src = "main_exits_first.c";
+    let churn = site(&p, "worker", site_line(src, "churn"));
+    assert_eq!(churn.alloc, mms(100, 50, 50, 5000), "{churn:?}");
+    assert_eq!(churn.free, churn.alloc);
+    let kept = site(&p, "worker", site_line(src, "kept"));
+    assert_eq!(kept.alloc, mms(1, 1234, 1234, 1234), "{kept:?}");
+    let main = site(&p, "main", site_line(src, "main"));
+    assert_eq!(main.alloc, mms(1, 99, 99, 99), "{main:?}");
+    let leaks: u64 = program_leaks(&p).iter().map(|l| l.memory).sum();
+    assert_eq!(leaks, 1234 + 99);
+}
