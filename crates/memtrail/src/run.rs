@@ -62,18 +62,38 @@ pub fn find_preload() -> Result<PathBuf> {
     )
 }
 
+/// The directory the program's processes leave their dumps in: under
+/// `$TMPDIR`, or where that cannot be, under /tmp, /var/tmp or /dev/shm.
 fn temp_dir() -> Result<PathBuf> {
-    let base = std::env::temp_dir();
-    for i in 0..100u32 {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let d = base.join(format!("memtrail-{}-{nanos}-{i}", std::process::id()));
-        if std::fs::create_dir(&d).is_ok() {
-            return Ok(d);
+    let first = std::env::temp_dir();
+    let mut tried = Vec::new();
+    for base in [
+        first.clone(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/dev/shm"),
+    ] {
+        if tried.contains(&base) {
+            continue;
         }
+        for i in 0..100u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let d = base.join(format!("memtrail-{}-{nanos}-{i}", std::process::id()));
+            match std::fs::create_dir(&d) {
+                Ok(()) => return Ok(d),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(_) => break,
+            }
+        }
+        tried.push(base);
     }
-    bail!("cannot create a temporary directory in {}", base.display())
+    let names: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+    bail!(
+        "cannot create a temporary directory for the profile data (tried {})",
+        names.join(", ")
+    )
 }
 
 struct RemoveOnDrop(PathBuf);

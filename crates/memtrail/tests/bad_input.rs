@@ -399,3 +399,20 @@ fn run_with_an_output_path_that_is_a_directory() {
         o.stderr
     );
 }
+
+/// `$TMPDIR` names a directory that does not exist: the program's dumps go
+/// to /tmp instead, the program runs and its profile is written.
+#[test]
+fn run_with_a_temporary_directory_that_does_not_exist() {
+    let tmp = TempDir::new("bad-tmpdir");
+    let out = tmp.join("p.json");
+    let cmd = Cmd::new("sh")
+        .args(["-c", "echo program output; exit 3"])
+        .env("TMPDIR", tmp.join("no/such/dir"));
+    let o = cmd.run_memtrail(&out, &[]);
+    assert_no_panic(&o, "memtrail run with TMPDIR missing");
+    assert_eq!(o.stdout, "program output\n");
+    assert_eq!(o.code, Some(3), "{}", o.stderr);
+    assert_eq!(o.stderr, "");
+    assert!(out.exists(), "no profile");
+}
