@@ -130,24 +130,33 @@ fn child_profile_has_the_history_and_its_own_allocations() {
     ));
 }
 
+/// `tests/programs/daemon.c`, built in a scratch folder `tag`.
+fn daemon_exe(tag: &str) -> (Scratch, std::path::PathBuf) {
+    let dir = Scratch::new(tag);
+    let exe = dir.join("daemon");
+    compile("cc", &["daemon.c"], SITE_FLAGS, &exe);
+    (dir, exe)
+}
+
+/// The daemon's pid, from the program's "daemon PID" line.
+fn daemon_pid(stdout: &[u8]) -> Option<u32> {
+    String::from_utf8_lossy(stdout)
+        .strip_prefix("daemon ")
+        .and_then(|s| s.trim_end().parse().ok())
+}
+
 /// `tests/programs/daemon.c`: a process the program starts, detached in its
 /// own session, allocates after the program has ended. memtrail waits for
 /// it (it reaps the program's orphans) and its profile is complete.
 #[test]
 fn a_daemon_that_outlives_the_program_is_waited_for() {
-    let dir = Scratch::new("daemon");
-    let exe = dir.join("daemon");
-    compile("cc", &["daemon.c"], SITE_FLAGS, &exe);
+    let (dir, exe) = daemon_exe("daemon");
     let out = dir.join("p.json");
     let o = memtrail_run("dwarf", &out, &exe, &[] as &[&str]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}: {stderr}", o.status);
     assert_eq!(stderr, "", "memtrail -q said something");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let pid: u32 = stdout
-        .strip_prefix("daemon ")
-        .and_then(|s| s.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("stdout: {stdout:?}"));
+    let pid = daemon_pid(&o.stdout).unwrap_or_else(|| panic!("stdout: {:?}", o.stdout));
     let path = dir
         .join("p.children")
         .join(format!("memtrail-daemon-{pid}.json"));
@@ -165,9 +174,7 @@ fn a_daemon_that_outlives_the_program_is_waited_for() {
 /// says so in one line naming it, and passes the program's exit code.
 #[test]
 fn a_daemon_still_running_is_named_and_not_waited_for_longer() {
-    let dir = Scratch::new("daemon-long");
-    let exe = dir.join("daemon");
-    compile("cc", &["daemon.c"], SITE_FLAGS, &exe);
+    let (dir, exe) = daemon_exe("daemon-long");
     let out = dir.join("p.json");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_memtrail"))
         .args(["run", "-q", "--wait-children", "0.2", "-o"])
@@ -177,15 +184,12 @@ fn a_daemon_still_running_is_named_and_not_waited_for_longer() {
         .arg("long")
         .output()
         .expect("cannot run memtrail");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let pid: Option<i32> = stdout
-        .strip_prefix("daemon ")
-        .and_then(|s| s.trim_end().parse().ok());
+    let pid = daemon_pid(&o.stdout);
     if let Some(pid) = pid {
         // SAFETY: signalling the test's own daemon.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
-    let pid = pid.unwrap_or_else(|| panic!("stdout: {stdout:?}"));
+    let pid = pid.unwrap_or_else(|| panic!("stdout: {:?}", o.stdout));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}: {stderr}", o.status);
     let lines: Vec<&str> = stderr.lines().collect();

@@ -11,12 +11,7 @@ const SRC: &str = "threads.c";
 
 #[test]
 fn four_threads_each_with_known_counts() {
-    let dir = Scratch::new("threads");
-    let exe = dir.join("threads");
-    let mut flags = SITE_FLAGS.to_vec();
-    flags.push("-pthread");
-    compile("cc", &[SRC], &flags, &exe);
-    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let (p, stdout, _) = threaded("threads", SRC);
     assert_eq!(stdout, "threads: done\n");
 
     let expected: Vec<(u64, u64)> = (0..4u64)
@@ -75,6 +70,18 @@ fn four_threads_each_with_known_counts() {
     assert!(leaks.is_empty(), "leaks:{}", describe_leaks(&p, &leaks));
 }
 
+/// Builds `tests/programs/<src>` with -pthread in a scratch folder `tag` and
+/// profiles it: the profile, its stdout and the executable's path.
+fn threaded(tag: &str, src: &str) -> (memtrail_profile::Profile, String, std::path::PathBuf) {
+    let dir = Scratch::new(tag);
+    let exe = dir.join(src.trim_end_matches(".c"));
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.push("-pthread");
+    compile("cc", &[src], &flags, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    (p, stdout, exe)
+}
+
 /// `tests/programs/thread_stacks.c`: 320 threads on stacks that glibc
 /// reuses and unmaps, half of them allocating nothing of their own. The
 /// recorder once kept a state for such a thread (made by glibc's last
@@ -83,12 +90,7 @@ fn four_threads_each_with_known_counts() {
 /// phantom calls where another thread had reused it.
 #[test]
 fn threads_on_reused_and_unmapped_stacks() {
-    let dir = Scratch::new("thread-stacks");
-    let exe = dir.join("thread_stacks");
-    let mut flags = SITE_FLAGS.to_vec();
-    flags.push("-pthread");
-    compile("cc", &["thread_stacks.c"], &flags, &exe);
-    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let (p, stdout, _) = threaded("thread-stacks", "thread_stacks.c");
     assert_eq!(stdout, "done\n");
     // 20 rounds x 8 allocating threads, k = 1, 3, .., 15.
     let per_round: u64 = (1..16).step_by(2).map(|k| 100 + k).sum();
@@ -107,12 +109,7 @@ fn threads_on_reused_and_unmapped_stacks() {
 /// counted for the thread that made it.
 #[test]
 fn frees_in_a_key_destructor_count_for_their_thread() {
-    let dir = Scratch::new("key-destructor");
-    let exe = dir.join("key_destructor");
-    let mut flags = SITE_FLAGS.to_vec();
-    flags.push("-pthread");
-    compile("cc", &["key_destructor.c"], &flags, &exe);
-    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let (p, stdout, _) = threaded("key-destructor", "key_destructor.c");
     assert_eq!(stdout, "done\n");
     let s = site(&p, "worker", site_line("key_destructor.c", "keyed"));
     assert_eq!(s.alloc, mms(3, 777, 777, 3 * 777), "{s:?}");
@@ -137,12 +134,7 @@ fn frees_in_a_key_destructor_count_for_their_thread() {
 /// or mappings) and has every allocation, with its source line.
 #[test]
 fn a_process_whose_main_thread_left_first() {
-    let dir = Scratch::new("main-exits-first");
-    let exe = dir.join("main_exits_first");
-    let mut flags = SITE_FLAGS.to_vec();
-    flags.push("-pthread");
-    compile("cc", &["main_exits_first.c"], &flags, &exe);
-    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let (p, stdout, exe) = threaded("main-exits-first", "main_exits_first.c");
     assert_eq!(stdout, "worker done\n");
     assert_eq!(p.run.exe, "main_exits_first");
     assert_eq!(p.run.command, exe.display().to_string());
