@@ -72,6 +72,14 @@ impl ThreadState {
     /// `process_vm_readv`, which fails instead of faulting, and used only if
     /// it still names this state as its own.
     fn copy_of_block(&self) -> Option<Tls> {
+        let own = tls();
+        if core::ptr::eq(self.tls, own) && core::ptr::eq(own.state.get(), self) {
+            // The calling thread's own block (the one writing the profile),
+            // read directly: `process_vm_readv` may be refused by a seccomp
+            // filter.
+            // SAFETY: this thread's live block; Tls is plain data.
+            return Some(unsafe { core::ptr::read(own) });
+        }
         let mut copy = core::mem::MaybeUninit::<Tls>::uninit();
         let len = core::mem::size_of::<Tls>();
         let local = libc::iovec {
