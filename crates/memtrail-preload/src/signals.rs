@@ -88,8 +88,22 @@ pub fn install_one(sig: c_int) -> bool {
     unsafe {
         let mut act: libc::sigaction = core::mem::zeroed();
         act.sa_sigaction = on_fatal as extern "C" fn(c_int) as usize;
-        act.sa_flags = libc::SA_RESETHAND | libc::SA_NODEFER;
+        // While the profile is written, a second termination signal (the
+        // same one again: `timeout` signals its whole group, and `memtrail
+        // run` passes its own on) waits: it would end the process with the
+        // dump cut short. The handler then dies of the first signal.
+        act.sa_flags = libc::SA_RESETHAND;
         libc::sigemptyset(&mut act.sa_mask);
+        for s in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGQUIT,
+            libc::SIGHUP,
+            libc::SIGPIPE,
+            libc::SIGXCPU,
+        ] {
+            libc::sigaddset(&mut act.sa_mask, s);
+        }
         OURS.fetch_or(1 << sig, Ordering::Relaxed);
         if f(sig, &act, core::ptr::null_mut()) != 0 {
             forget(sig);

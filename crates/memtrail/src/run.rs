@@ -103,11 +103,45 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-fn set_signals(handler: libc::sighandler_t) {
-    // SAFETY: changing dispositions of two signals in this process.
+/// The program's pid while memtrail waits for it (0 otherwise).
+static PROGRAM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// SIGTERM or SIGHUP sent to memtrail (by `timeout`, a closing terminal, a
+/// job runner) goes on to the program, which writes its profile as it
+/// dies; memtrail, still waiting, then writes the profile. Killed itself,
+/// memtrail would leave the program running and its data unread.
+extern "C" fn pass_on(sig: libc::c_int) {
+    let pid = PROGRAM.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// While memtrail waits for the program: SIGINT and SIGQUIT ignored (the
+/// terminal sends them to the program too, as `time` does), SIGTERM and
+/// SIGHUP passed on to it. `None` puts the defaults back.
+fn set_signals(program: Option<u32>) {
+    let (quiet, pass) = match program {
+        Some(pid) => {
+            PROGRAM.store(pid as i32, std::sync::atomic::Ordering::Relaxed);
+            (
+                libc::SIG_IGN,
+                pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        }
+        None => {
+            PROGRAM.store(0, std::sync::atomic::Ordering::Relaxed);
+            (libc::SIG_DFL, libc::SIG_DFL)
+        }
+    };
+    // SAFETY: changing dispositions of four signals in this process; the
+    // handler only calls kill.
     unsafe {
-        libc::signal(libc::SIGINT, handler);
-        libc::signal(libc::SIGQUIT, handler);
+        libc::signal(libc::SIGINT, quiet);
+        libc::signal(libc::SIGQUIT, quiet);
+        libc::signal(libc::SIGTERM, pass);
+        libc::signal(libc::SIGHUP, pass);
     }
 }
 
@@ -318,7 +352,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let pid = child.id();
     phases.mark("start");
     let converter = crate::symbolizer::Converter::start(pid);
-    set_signals(libc::SIG_IGN);
+    set_signals(Some(pid));
     let status = if reaper {
         wait_reaping(pid)
     } else {
@@ -328,7 +362,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let status = match status {
         Ok(s) => s,
         Err(e) => {
-            set_signals(libc::SIG_DFL);
+            set_signals(None);
             return Err(e).context("waiting for the program");
         }
     };
@@ -338,7 +372,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     } else {
         Vec::new()
     };
-    set_signals(libc::SIG_DFL);
+    set_signals(None);
     if !still_running.is_empty() {
         let names: Vec<String> = still_running
             .iter()

@@ -195,3 +195,73 @@ fn program_with_its_own_sigint_handler() {
     let p = assert_profile_with_allocations(&out, "sigint_handler");
     assert_eq!(p.memtrail.as_ref().unwrap().exit.code, Some(0));
 }
+
+/// What `timeout` does to `memtrail run`: SIGTERM to memtrail, then to its
+/// whole process group. memtrail passes its own on to the program, whose
+/// recorder starts writing the dump; the group's signal then reaches the
+/// program a second time while it writes (here: sent once the dump file
+/// exists). The dump is finished all the same (the second signal waits; it
+/// cut the dump short before), the profile says SIGTERM ended the program,
+/// memtrail exits as the program did, and no raw data is left behind.
+#[test]
+fn sigterm_to_memtrail_and_its_group_as_timeout_sends_it() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let python = real_python();
+    let tmp = TempDir::new("under-timeout");
+    let out = tmp.join("p.json");
+    let raw = tmp.join("raw");
+    std::fs::create_dir(&raw).unwrap();
+    let mut child = std::process::Command::new(memtrail())
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&python)
+        .args([
+            "-c",
+            "import time\nx = [str(i) for i in range(100000)]\nprint('ready', flush=True)\ntime.sleep(60)",
+        ])
+        .env("TMPDIR", &raw)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("cannot run memtrail");
+    let pgid = child.id() as i32;
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    // SAFETY: signalling the test's own processes.
+    unsafe { libc::kill(pgid, libc::SIGTERM) };
+    let started = std::time::Instant::now();
+    let dump_exists = || {
+        std::fs::read_dir(&raw)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| {
+                std::fs::read_dir(d.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|f| f.path().extension().is_some_and(|e| e == "mtraw"))
+            })
+    };
+    while !dump_exists() && started.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    // SAFETY: as above; the whole group, memtrail and the program.
+    unsafe { libc::kill(-pgid, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(stderr, "");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "memtrail's exit");
+    let p = Profile::from_path(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    let ext = p.memtrail.as_ref().unwrap();
+    assert_eq!(ext.exit.signal, Some(libc::SIGTERM), "the profile's exit");
+    let left: Vec<_> = std::fs::read_dir(&raw).unwrap().collect();
+    assert!(left.is_empty(), "raw data left in {}", raw.display());
+}
