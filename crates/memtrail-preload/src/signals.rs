@@ -14,12 +14,17 @@ use crate::{dump, real};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-const FATAL: [c_int; 11] = [
+/// Faults and aborts: the program's own doing.
+const FAULTS: [c_int; 5] = [
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGFPE,
     libc::SIGILL,
     libc::SIGABRT,
+];
+
+/// Signals that end the program from outside.
+const TERMINATING: [c_int; 6] = [
     libc::SIGTERM,
     libc::SIGINT,
     libc::SIGQUIT,
@@ -27,6 +32,10 @@ const FATAL: [c_int; 11] = [
     libc::SIGPIPE,
     libc::SIGXCPU,
 ];
+
+fn fatal() -> impl Iterator<Item = c_int> {
+    FAULTS.into_iter().chain(TERMINATING)
+}
 
 /// Bit n set: our handler is installed for signal n and the program has not
 /// replaced it.
@@ -75,7 +84,7 @@ extern "C" fn on_fatal(sig: c_int) {
 /// Whether `sig` ends the program by default and memtrail saves the profile
 /// when it does (while recording).
 pub fn is_fatal(sig: c_int) -> bool {
-    FATAL.contains(&sig) && crate::state::get() == crate::state::State::Recording
+    fatal().any(|s| s == sig) && crate::state::get() == crate::state::State::Recording
 }
 
 /// Installs memtrail's handler for `sig` (whose action is, or is being set
@@ -94,14 +103,7 @@ pub fn install_one(sig: c_int) -> bool {
         // dump cut short. The handler then dies of the first signal.
         act.sa_flags = libc::SA_RESETHAND;
         libc::sigemptyset(&mut act.sa_mask);
-        for s in [
-            libc::SIGTERM,
-            libc::SIGINT,
-            libc::SIGQUIT,
-            libc::SIGHUP,
-            libc::SIGPIPE,
-            libc::SIGXCPU,
-        ] {
+        for s in TERMINATING {
             libc::sigaddset(&mut act.sa_mask, s);
         }
         OURS.fetch_or(1 << sig, Ordering::Relaxed);
@@ -115,7 +117,7 @@ pub fn install_one(sig: c_int) -> bool {
 
 pub fn install() {
     let Some(f) = real::sigaction() else { return };
-    for &sig in &FATAL {
+    for sig in fatal() {
         // SAFETY: querying an action into a valid struct.
         let dfl = unsafe {
             let mut old: libc::sigaction = core::mem::zeroed();
