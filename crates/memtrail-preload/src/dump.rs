@@ -272,6 +272,17 @@ fn encode(e: &mut Encoder<FileSink>) {
             threads.push((s.number, ops, stats));
         }
     });
+    if cfg.stack_mode == memtrail_wire::StackMode::None {
+        // Every block was the empty stack's (the hooks skip its maxima, see
+        // `hooks::stackless`): its bytes at the peak and its highest are the
+        // process's peak.
+        if let Some(m) = merged.get_mut(0) {
+            let peak = crate::counters::PEAK.load(Ordering::Relaxed);
+            m.at_peak = peak as i64;
+            m.epoch = epoch;
+            stacks::entry(0).max_alive.store(peak, Ordering::Relaxed);
+        }
+    }
     // Each stack is written against the one before (they share outer frames).
     let mut prev: &[u64] = &[];
     for (id, m) in merged.iter().enumerate() {

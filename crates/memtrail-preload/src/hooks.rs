@@ -32,6 +32,15 @@ fn timed() -> bool {
     crate::config::get().stack_mode != StackMode::None
 }
 
+/// Whether blocks carry no stack (`--stack none`): every block is then the
+/// empty stack's, whose bytes alive are the process's, so the per-stack
+/// tracking of maxima is skipped and the profile takes them from the
+/// process's own (see `dump::encode`).
+#[inline(always)]
+fn stackless() -> bool {
+    crate::config::get().stack_mode == StackMode::None
+}
+
 /// Whether every event reads the clock up front (not when sampling: only a
 /// sampled block needs a time, and it reads it itself).
 #[inline(always)]
@@ -256,7 +265,11 @@ fn on_alloc(
     if size == 0 {
         ps.t.zeros += cw;
     }
-    ps.add_alive(id, bw as i64);
+    if stackless() {
+        ps.alive += bw as i64;
+    } else {
+        ps.add_alive(id, bw as i64);
+    }
     global_alive(&mut st.pending, bw as i64, t0);
     live::insert(live::Entry {
         addr: p as u64,
@@ -310,7 +323,11 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         let lt = now.wrapping_sub(e.time).min(i64::MAX as u64);
         ps.t.lifetime.add_weighted(lt, cw, lt.saturating_mul(cw));
     }
-    ps.add_alive(e.stack, -(bw as i64));
+    if stackless() {
+        ps.alive -= bw as i64;
+    } else {
+        ps.add_alive(e.stack, -(bw as i64));
+    }
     global_alive(&mut st.pending, -(bw as i64), now);
 }
 

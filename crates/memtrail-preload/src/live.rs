@@ -253,7 +253,7 @@ impl Table {
     }
 
     /// Inserts; returns false if memory for the table ran out.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, e: Entry) -> bool {
         if self.near.full() && !self.grow_near() {
             return false;
@@ -271,6 +271,7 @@ impl Table {
         }
     }
 
+    #[cold]
     fn insert_far(&mut self, e: Entry) -> bool {
         if self.far.full() && !Self::grow_far(&mut self.far) {
             return false;
@@ -325,7 +326,7 @@ impl Table {
         true
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, addr: u64) -> Option<Entry> {
         if let Some(e) = self.near.take(addr, near_hash, true) {
             return Some(e);
@@ -342,10 +343,12 @@ impl Table {
     }
 }
 
+#[inline(always)]
 pub fn insert(e: Entry) -> bool {
     shard_of(e.addr).0.lock().insert(e)
 }
 
+#[inline(always)]
 pub fn remove(addr: u64) -> Option<Entry> {
     shard_of(addr).0.lock().remove(addr)
 }

@@ -54,6 +54,24 @@ fn counts_are_the_same_in_every_stack_mode() {
     let want = counts(dwarf);
     assert_eq!(counts(fp), want, "--stack fp");
     assert_eq!(counts(none), want, "--stack none");
+    // `none`: one stack holds every block, so its highest bytes alive and
+    // its bytes at the process's peak are that peak (the recorder fills them
+    // in from the process's own, not per event).
+    let peak = dwarf.peak_requested().expect("a peak") as i64;
+    let holding: Vec<_> = none
+        .stacks
+        .iter()
+        .filter(|s| s.infos.alloc.count > 0)
+        .collect();
+    assert_eq!(holding.len(), 1, "--stack none: one stack");
+    assert_eq!(
+        holding[0].infos.max_alive_req, peak,
+        "--stack none: max alive"
+    );
+    assert_eq!(
+        holding[0].infos.global_peak, peak,
+        "--stack none: at the peak"
+    );
 
     // dwarf and fp: the same sites, with the same two innermost frames (the
     // program has frame pointers; the C library, which has none, may end
