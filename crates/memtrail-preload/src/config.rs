@@ -22,15 +22,17 @@ pub const DEFAULT: Config = Config {
     sample_every: 0,
 };
 
-static CONFIG: AtomicPtr<Config> = AtomicPtr::new(core::ptr::null_mut());
+/// What `get` answers until `load` has run.
+static BEFORE_LOAD: Config = DEFAULT;
 
+/// Never null (the hooks read it several times per event, without a check).
+static CONFIG: AtomicPtr<Config> = AtomicPtr::new(&raw const BEFORE_LOAD as *mut Config);
+
+#[inline(always)]
 pub fn get() -> &'static Config {
-    let p = CONFIG.load(Ordering::Acquire);
-    if p.is_null() {
-        return &DEFAULT;
-    }
-    // SAFETY: set once from a leaked Box, never freed.
-    unsafe { &*p }
+    // SAFETY: BEFORE_LOAD, or set once by `load` from a leaked Box, never
+    // freed; never written through.
+    unsafe { &*CONFIG.load(Ordering::Acquire) }
 }
 
 fn num(v: &[u8]) -> Option<u64> {
