@@ -133,6 +133,7 @@ fn run(args: &Args) -> Result<bool> {
     }
     let tools = Tools {
         memtrail: memtrail.clone(),
+        recorder: memtrail.with_file_name("libmemtrail_preload.so"),
         heaptrack: heaptrack.clone(),
         scratch,
     };

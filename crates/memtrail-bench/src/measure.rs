@@ -30,6 +30,11 @@ pub enum Tool {
     Memtrail(Stack),
     /// `--sample-every SAMPLE_EVERY` (dwarf stacks for the samples).
     MemtrailSampled,
+    /// The recorder alone (`LD_PRELOAD`, dwarf stacks, its raw dump written
+    /// at exit), without `memtrail run`: no symbolization, no profile. Only
+    /// for the threads table, to tell the recorder's scaling from that of
+    /// `run`'s own work beside the program.
+    Recorder,
     Heaptrack,
 }
 
@@ -44,6 +49,7 @@ impl Tool {
             Tool::Memtrail(Stack::Fp) => "memtrail fp",
             Tool::Memtrail(Stack::None) => "memtrail none",
             Tool::MemtrailSampled => "memtrail 512K",
+            Tool::Recorder => "recorder alone",
             Tool::Heaptrack => "heaptrack",
         }
     }
@@ -52,6 +58,8 @@ impl Tool {
 /// The tools' executables and a scratch folder for their output.
 pub struct Tools {
     pub memtrail: PathBuf,
+    /// `libmemtrail_preload.so`, beside `memtrail`.
+    pub recorder: PathBuf,
     pub heaptrack: Option<PathBuf>,
     /// Emptied after every run.
     pub scratch: PathBuf,
@@ -125,6 +133,12 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
                 .arg("--")
                 .arg(&p.exe);
         }
+        Tool::Recorder => {
+            cmd = Command::new(&p.exe);
+            cmd.env("LD_PRELOAD", &tools.recorder)
+                .env("MEMTRAIL_DIR", &tools.scratch)
+                .env("MEMTRAIL_OPTS", "stack=dwarf");
+        }
         Tool::Heaptrack => {
             let Some(ht) = &tools.heaptrack else {
                 bail!("heaptrack is not installed")
@@ -159,6 +173,7 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
             let want = match tool {
                 Tool::Plain => None,
                 Tool::Memtrail(_) | Tool::MemtrailSampled => Some("mt.json"),
+                Tool::Recorder => Some(""),
                 Tool::Heaptrack => Some("ht."),
             };
             match want {

@@ -83,6 +83,9 @@ struct ThreadRow {
     plain_growth: Option<f64>,
     memtrail_growth: Option<f64>,
     pass: Option<bool>,
+    /// The recorder alone (no `memtrail run`): added ns/pair and its growth.
+    recorder_ns: Option<f64>,
+    recorder_growth: Option<f64>,
 }
 
 pub struct Report {
@@ -242,6 +245,9 @@ fn thread_rows(cases: &[Case], series: &[Series]) -> Vec<ThreadRow> {
         let per = |s: f64| s * 1e9 / pairs as f64;
         let plain_ns = plain_s.map(per);
         let added_ns = memtrail_s.zip(plain_s).map(|(m, p)| per(m - p));
+        let recorder_ns = median_of(series, i, Tool::Recorder)
+            .zip(plain_s)
+            .map(|(m, p)| per(m - p));
         out.push(ThreadRow {
             threads,
             plain_s,
@@ -251,7 +257,15 @@ fn thread_rows(cases: &[Case], series: &[Series]) -> Vec<ThreadRow> {
             plain_growth: None,
             memtrail_growth: None,
             pass: None,
+            recorder_ns,
+            recorder_growth: None,
         });
+    }
+    let base_recorder = out.first().and_then(|r| r.recorder_ns);
+    if let Some(b) = base_recorder.filter(|&b| b > 0.0) {
+        for r in out.iter_mut() {
+            r.recorder_growth = r.recorder_ns.map(|m| m / b);
+        }
     }
     let base = out.first().map(|r| (r.plain_ns, r.added_ns));
     if let Some((Some(bp), Some(bm))) = base {
@@ -365,19 +379,21 @@ pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
         );
         let _ = writeln!(
             s,
-            "{:>3} {:>9} {:>14} {:>11} {:>22} {:>12} {:>15}",
+            "{:>3} {:>9} {:>14} {:>11} {:>22} {:>12} {:>15} {:>17} {:>15}",
             "T",
             "plain s",
             "plain ns/pair",
             "memtrail s",
             "memtrail added ns/pair",
             "plain vs T1",
-            "memtrail vs T1"
+            "memtrail vs T1",
+            "recorder ns/pair",
+            "recorder vs T1"
         );
         for r in &threads {
             let _ = writeln!(
                 s,
-                "{:>3} {:>9} {:>14} {:>11} {:>22} {:>12} {:>15}  {}",
+                "{:>3} {:>9} {:>14} {:>11} {:>22} {:>12} {:>15} {:>17} {:>15}  {}",
                 r.threads,
                 f(r.plain_s, 3),
                 f(r.plain_ns, 1),
@@ -385,6 +401,8 @@ pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
                 f(r.added_ns, 1),
                 f(r.plain_growth, 2),
                 f(r.memtrail_growth, 2),
+                f(r.recorder_ns, 1),
+                f(r.recorder_growth, 2),
                 if r.threads == threads[0].threads {
                     ""
                 } else {
@@ -395,6 +413,10 @@ pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
         let _ = writeln!(
             s,
             "PASS where memtrail's growth <= {THREADS_GROWTH_SLACK} x plain's growth (from the first row; the factor allows for noise)"
+        );
+        let _ = writeln!(
+            s,
+            "recorder: the recorder alone (LD_PRELOAD, raw dump at exit; no `memtrail run` beside the program), for comparison; the verdict is on the whole run"
         );
     }
 

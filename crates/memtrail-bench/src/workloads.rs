@@ -203,7 +203,8 @@ fn tools_for(w: Workload, heaptrack: bool) -> Vec<Tool> {
         Workload::Churn => v.push(Tool::Memtrail(Stack::Fp)),
         Workload::Pairs => v.push(Tool::Memtrail(Stack::None)),
         Workload::Python => v.push(Tool::MemtrailSampled),
-        Workload::Threads | Workload::Held => {}
+        Workload::Threads => v.push(Tool::Recorder),
+        Workload::Held => {}
     }
     // The threads table compares memtrail with the plain program only.
     if heaptrack && w != Workload::Threads {
