@@ -582,7 +582,12 @@ impl Unwind {
             (None, None) if same_reads => BP_RESTORED,
             _ => BP_DEP,
         };
-        if out.is_some() && out2.is_some() && key != 0 {
+        // What a step depends on is its unwind rule's, a property of the
+        // address: remembered for the next step from it. A probe that failed
+        // where the step succeeded depends on bp too (an rbp-based CFA, as in
+        // code built with frame pointers); leaving that out probed every such
+        // step twice.
+        if out.is_some() && key != 0 {
             self.deps[slot] = (key, self.last_dep);
         }
         self.last_dep |= self.ra_read(logged_from, out);
