@@ -109,9 +109,11 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     // Drop allocator-wrapper frames at the leaf, then merge stacks that became
     // equal. Each stack is a slice of the dump's frames (return addresses, 1
     // above the lookup addresses): nothing is copied.
-    let mut merged: Vec<(&[u64], StackCounters, u64)> = Vec::new();
-    let mut index: HashMap<&[u64], usize> = HashMap::default();
-    let mut id_map: HashMap<u64, usize> = HashMap::default();
+    let n = d.stacks.len();
+    let mut merged: Vec<(&[u64], StackCounters, u64)> = Vec::with_capacity(n);
+    let mut index: HashMap<&[u64], usize> =
+        HashMap::with_capacity_and_hasher(n, Default::default());
+    let mut id_map: HashMap<u64, usize> = HashMap::with_capacity_and_hasher(n, Default::default());
     // Addresses dropped as wrapper frames (a handful).
     let mut dropped: HashSet<u64> = HashSet::default();
     for s in &d.stacks {
@@ -215,6 +217,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     p.config.set("stack", "maxDepth", d.max_depth);
     p.config.set("output", "name", "memtrail");
 
+    p.stacks.stats.reserve(merged.len());
     for (key, c, id) in &merged {
         let infos = StackInfos {
             count_zeros: c.totals.zeros as i64,
