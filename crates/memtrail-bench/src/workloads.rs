@@ -245,37 +245,24 @@ pub fn cases(
         program,
         tools: tools.clone(),
     };
+    // A C workload run as `NAME COUNT`: one case, COUNT pairs (or blocks).
+    let one = |build: &mut dyn FnMut(&'static str, &str) -> Result<PathBuf>,
+               name: &'static str,
+               src: &str,
+               count: u64|
+     -> Result<Vec<Case>> {
+        let p = Program {
+            exe: build(name, src)?,
+            shown: name.into(),
+            args: vec![count.to_string().into()],
+            env: vec![],
+        };
+        Ok(vec![case(name.into(), None, Some(count), p)])
+    };
     Ok(match w {
-        Workload::Churn => {
-            let exe = build("churn", CHURN_C)?;
-            let p = Program {
-                exe,
-                shown: "churn".into(),
-                args: vec![sizes.churn_pairs.to_string().into()],
-                env: vec![],
-            };
-            vec![case("churn".into(), None, Some(sizes.churn_pairs), p)]
-        }
-        Workload::Pairs => {
-            let exe = build("pairs", PAIRS_C)?;
-            let p = Program {
-                exe,
-                shown: "pairs".into(),
-                args: vec![sizes.pairs_pairs.to_string().into()],
-                env: vec![],
-            };
-            vec![case("pairs".into(), None, Some(sizes.pairs_pairs), p)]
-        }
-        Workload::Held => {
-            let exe = build("held", HELD_C)?;
-            let p = Program {
-                exe,
-                shown: "held".into(),
-                args: vec![sizes.held_blocks.to_string().into()],
-                env: vec![],
-            };
-            vec![case("held".into(), None, Some(sizes.held_blocks), p)]
-        }
+        Workload::Churn => one(&mut build, "churn", CHURN_C, sizes.churn_pairs)?,
+        Workload::Pairs => one(&mut build, "pairs", PAIRS_C, sizes.pairs_pairs)?,
+        Workload::Held => one(&mut build, "held", HELD_C, sizes.held_blocks)?,
         Workload::Python => {
             let Some(py) = python else { return Ok(vec![]) };
             let code = format!("x=[str(i) for i in range({})]", sizes.python_strings);
