@@ -110,26 +110,48 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     // equal. Each stack is a slice of the dump's frames (return addresses, 1
     // above the lookup addresses): nothing is copied.
     let n = d.stacks.len();
+    let skips: Vec<usize> = d
+        .stacks
+        .iter()
+        .map(|s| {
+            let skip = s
+                .frames
+                .iter()
+                .take_while(|&&f| outer_fn(f.wrapping_sub(1)).is_some_and(is_wrapper))
+                .count();
+            // Keep at least one frame when the whole stack is wrappers.
+            skip.min(s.frames.len().saturating_sub(1))
+        })
+        .collect();
+    // The recorder stores each distinct stack once, so only a stack that
+    // lost wrapper frames can become equal to another, and only to one with
+    // the same leaf and depth: the others skip the index (a C program with a
+    // million distinct stacks hashed every one of them, 21 frames deep).
+    let shape = |key: &[u64]| (key.first().copied().unwrap_or(0), key.len());
+    let shapes: HashSet<(u64, usize)> = d
+        .stacks
+        .iter()
+        .zip(&skips)
+        .filter(|&(_, &skip)| skip > 0)
+        .map(|(s, &skip)| shape(&s.frames[skip..]))
+        .collect();
     let mut merged: Vec<(&[u64], StackCounters, u64)> = Vec::with_capacity(n);
-    let mut index: HashMap<&[u64], usize> =
-        HashMap::with_capacity_and_hasher(n, Default::default());
+    let mut index: HashMap<&[u64], usize> = HashMap::default();
     let mut id_map: HashMap<u64, usize> = HashMap::with_capacity_and_hasher(n, Default::default());
     // Addresses dropped as wrapper frames (a handful).
     let mut dropped: HashSet<u64> = HashSet::default();
-    for s in &d.stacks {
-        let skip = s
-            .frames
-            .iter()
-            .take_while(|&&f| outer_fn(f.wrapping_sub(1)).is_some_and(is_wrapper))
-            .count();
-        // Keep at least one frame when the whole stack is wrappers.
-        let skip = skip.min(s.frames.len().saturating_sub(1));
+    for (s, &skip) in d.stacks.iter().zip(&skips) {
         dropped.extend(s.frames[..skip].iter().map(|f| f.wrapping_sub(1)));
         let key = &s.frames[skip..];
-        let at = *index.entry(key).or_insert_with(|| {
+        let mut add = || {
             merged.push((key, StackCounters::default(), s.id));
             merged.len() - 1
-        });
+        };
+        let at = if skip > 0 || shapes.contains(&shape(key)) {
+            *index.entry(key).or_insert_with(add)
+        } else {
+            add()
+        };
         merge_counters(&mut merged[at].1, &s.counters);
         id_map.insert(s.id, at);
     }

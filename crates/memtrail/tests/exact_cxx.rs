@@ -131,3 +131,35 @@ fn only_the_kept_widget_leaks() {
         &[("make_widgets", line("new"))]
     ));
 }
+
+/// `tests/programs/wrapper_merge.cpp`: three recorded stacks (the program's
+/// own operator new calling malloc, the same calling calloc, and malloc
+/// called directly) from one call instruction become one stack once
+/// operator new's frame is dropped: one entry with all three allocations,
+/// and one leak entry.
+#[test]
+fn stacks_equal_without_wrapper_frames_are_merged() {
+    const MERGE_SRC: &str = "wrapper_merge.cpp";
+    let dir = Scratch::new("wrapper_merge");
+    let exe = dir.join("wrapper_merge");
+    compile("c++", &[MERGE_SRC], SITE_FLAGS, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    assert!(stdout.starts_with("wrapper_merge: "), "{stdout}");
+    let call = site_line(MERGE_SRC, "call");
+    let want = [("site", call), ("main", site_line(MERGE_SRC, "loop"))];
+    let stacks = stacks_at(&p, "site", call);
+    let all: Vec<String> = stacks.iter().map(|s| describe(&p, &s.stack)).collect();
+    assert_eq!(stacks.len(), 1, "{all:#?}");
+    let s = stacks[0];
+    assert!(
+        starts_with(&p, &s.stack, &want),
+        "{}",
+        describe(&p, &s.stack)
+    );
+    assert_eq!(s.infos.alloc, mms(3, 17, 40, 81), "{:?}", s.infos);
+    assert_eq!(s.infos.alive_req, 81);
+    let leaks = program_leaks(&p);
+    assert_eq!(leaks.len(), 1, "leaks:{}", describe_leaks(&p, &leaks));
+    assert_eq!((leaks[0].count, leaks[0].memory), (3, 81));
+    assert!(starts_with(&p, &leaks[0].stack, &want));
+}
