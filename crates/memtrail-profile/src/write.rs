@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::error::ProfileError;
 use crate::model::Profile;
-use crate::stacks::{Leak, Stacks};
+use crate::stacks::{Leak, MinMaxSum, StackInfos, Stacks};
 use crate::Addr;
 
 /// Large enough that a big profile is written in few system calls.
@@ -89,40 +89,103 @@ impl Profile {
     }
 }
 
-/// `["0x1","0x2"]`: addresses are ASCII with nothing to escape.
-fn write_addrs(out: &mut impl Write, addrs: &[Addr]) -> io::Result<()> {
-    out.write_all(b"[")?;
-    let mut buf = [0u8; 24];
+/// `["0x1","0x2"]` into `buf`: addresses are ASCII with nothing to escape.
+fn addrs_json(buf: &mut Vec<u8>, addrs: &[Addr]) {
+    buf.push(b'[');
+    let mut text = [0u8; 24];
     for (i, a) in addrs.iter().enumerate() {
-        let text = a.format_bytes(&mut buf);
-        let sep: &[u8] = if i == 0 { b"\"" } else { b",\"" };
-        out.write_all(sep)?;
-        out.write_all(text)?;
-        out.write_all(b"\"")?;
+        if i > 0 {
+            buf.push(b',');
+        }
+        buf.push(b'"');
+        buf.extend_from_slice(a.format_bytes(&mut text));
+        buf.push(b'"');
     }
-    out.write_all(b"]")
+    buf.push(b']');
 }
 
-/// The start of the `i`th object of a list, whose first key is `stack`.
-fn start_with_stack(out: &mut impl Write, i: usize, stack: &[Addr]) -> io::Result<()> {
-    out.write_all(if i == 0 {
+/// The start of the `i`th object of a list, whose first key is `stack`,
+/// into `buf`.
+fn start_with_stack(buf: &mut Vec<u8>, i: usize, stack: &[Addr]) {
+    buf.extend_from_slice(if i == 0 {
         b"{\"stack\":"
     } else {
         b",{\"stack\":"
-    })?;
-    write_addrs(out, stack)
+    });
+    addrs_json(buf, stack);
+}
+
+/// A JSON string into `buf`: as is where it needs no escapes (stack ids
+/// are hex numbers), else through serde.
+fn str_json(buf: &mut Vec<u8>, s: &str) -> io::Result<()> {
+    if s.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        buf.push(b'"');
+        buf.extend_from_slice(s.as_bytes());
+        buf.push(b'"');
+        Ok(())
+    } else {
+        Ok(serde_json::to_writer(&mut *buf, s)?)
+    }
+}
+
+/// `"key":value` for the fixed keys of `StackInfos`: serde escapes every
+/// key of every stack (31 of them), the largest part of writing a big
+/// profile after the addresses.
+struct Fields<'a> {
+    buf: &'a mut Vec<u8>,
+    num: itoa::Buffer,
+}
+
+impl Fields<'_> {
+    fn int(&mut self, key: &[u8], v: impl itoa::Integer) {
+        self.buf.extend_from_slice(key);
+        self.buf.extend_from_slice(self.num.format(v).as_bytes());
+    }
+
+    fn mms(&mut self, key: &[u8], m: &MinMaxSum) {
+        self.buf.extend_from_slice(key);
+        self.int(b"{\"count\":", m.count);
+        self.int(b",\"min\":", m.min);
+        self.int(b",\"max\":", m.max);
+        self.int(b",\"sum\":", m.sum);
+        self.buf.push(b'}');
+    }
+}
+
+/// `StackInfos` as its derive writes it, into `buf`.
+fn infos_json(buf: &mut Vec<u8>, i: &StackInfos) {
+    let mut f = Fields {
+        buf,
+        num: itoa::Buffer::new(),
+    };
+    f.int(b"{\"countZeros\":", i.count_zeros);
+    f.int(b",\"maxAliveReq\":", i.max_alive_req);
+    f.int(b",\"aliveReq\":", i.alive_req);
+    f.mms(b",\"alloc\":", &i.alloc);
+    f.mms(b",\"free\":", &i.free);
+    f.mms(b",\"mmap\":", &i.mmap);
+    f.mms(b",\"munmap\":", &i.munmap);
+    f.mms(b",\"lifetime\":", &i.lifetime);
+    f.int(b",\"globalPeak\":", i.global_peak);
+    f.int(b",\"reallocCount\":", i.realloc_count);
+    f.int(b",\"reallocSumDelta\":", i.realloc_sum_delta);
+    f.buf.push(b'}');
 }
 
 /// `stacks`, field for field as `Stacks` and `StackStat` derive it.
 fn write_stacks(out: &mut impl Write, stacks: &Stacks) -> io::Result<()> {
     out.write_all(b"{\"stats\":[")?;
+    // Each stack is put together in `buf`, then written at once.
+    let mut buf = Vec::with_capacity(4096);
     for (i, s) in stacks.stats.iter().enumerate() {
-        start_with_stack(out, i, &s.stack)?;
-        out.write_all(b",\"stackId\":")?;
-        serde_json::to_writer(&mut *out, &s.stack_id)?;
-        out.write_all(b",\"infos\":")?;
-        serde_json::to_writer(&mut *out, &s.infos)?;
-        out.write_all(b"}")?;
+        buf.clear();
+        start_with_stack(&mut buf, i, &s.stack);
+        buf.extend_from_slice(b",\"stackId\":");
+        str_json(&mut buf, &s.stack_id)?;
+        buf.extend_from_slice(b",\"infos\":");
+        infos_json(&mut buf, &s.infos);
+        buf.push(b'}');
+        out.write_all(&buf)?;
     }
     write!(out, "],\"count\":{}}}", stacks.count)
 }
@@ -130,9 +193,18 @@ fn write_stacks(out: &mut impl Write, stacks: &Stacks) -> io::Result<()> {
 /// `leaks`, field for field as `Leak` derives it.
 fn write_leaks(out: &mut impl Write, leaks: &[Leak]) -> io::Result<()> {
     out.write_all(b"[")?;
+    let mut buf = Vec::with_capacity(4096);
     for (i, l) in leaks.iter().enumerate() {
-        start_with_stack(out, i, &l.stack)?;
-        write!(out, ",\"count\":{},\"memory\":{}}}", l.count, l.memory)?;
+        buf.clear();
+        start_with_stack(&mut buf, i, &l.stack);
+        let mut f = Fields {
+            buf: &mut buf,
+            num: itoa::Buffer::new(),
+        };
+        f.int(b",\"count\":", l.count);
+        f.int(b",\"memory\":", l.memory);
+        buf.push(b'}');
+        out.write_all(&buf)?;
     }
     out.write_all(b"]")
 }
@@ -163,6 +235,30 @@ mod tests {
             infos.alive_req = -(i as i64);
             p.stacks
                 .push(StackStat::new(format!("0x{i}\"\\"), frames, infos));
+        }
+        // Every field of the hand-written infos, at its extremes.
+        let mms = |k: u64| MinMaxSum {
+            count: k,
+            min: k + 1,
+            max: u64::MAX - k,
+            sum: u64::MAX,
+        };
+        let extreme = StackInfos {
+            count_zeros: i64::MIN,
+            max_alive_req: i64::MAX,
+            alive_req: -1,
+            alloc: mms(1),
+            free: mms(2),
+            mmap: mms(3),
+            munmap: mms(4),
+            lifetime: mms(5),
+            global_peak: -42,
+            realloc_count: u64::MAX,
+            realloc_sum_delta: i64::MIN + 1,
+        };
+        for id in ["0x7f1a2b3c", "", "a b", "é"] {
+            p.stacks
+                .push(StackStat::new(id, vec![Addr::native(1)], extreme.clone()));
         }
         p.leaks.push(Leak {
             stack: vec![Addr::native(0x401000)],
