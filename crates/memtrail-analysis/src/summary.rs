@@ -319,25 +319,28 @@ fn is_alloc_plumbing(function: &str, file: &str) -> bool {
 }
 
 /// The allocation site of a stack: its leaf frame, inline frames included,
-/// past any allocation plumbing (see [`is_alloc_plumbing`]).
-fn site_of_stack(profile: &Profile, stack: &[Addr]) -> Option<Site> {
+/// past any allocation plumbing (see [`is_alloc_plumbing`]). With it,
+/// whether the leaf address alone decided it (the same leaf then always
+/// gives the same site).
+fn site_of_stack(profile: &Profile, stack: &[Addr]) -> Option<(Site, bool)> {
     let leaf = *stack.first()?;
-    for &addr in stack {
+    for (depth, &addr) in stack.iter().enumerate() {
         let Some(inner) = profile.resolve_addr(addr) else {
-            break;
+            return Some((site_of(profile, leaf), depth == 0));
         };
         let chain = std::iter::once(inner).chain(profile.inline_chain(addr));
         for f in chain {
             if !is_alloc_plumbing(f.function, f.file) {
-                return Some(Site {
+                let site = Site {
                     function: f.function.to_owned(),
                     location: f.location(),
                     library: f.binary_name().to_owned(),
-                });
+                };
+                return Some((site, depth == 0));
             }
         }
     }
-    Some(site_of(profile, leaf))
+    Some((site_of(profile, leaf), false))
 }
 
 /// The program's leaks grouped by symbolized stack (MALT keeps stacks that
@@ -373,19 +376,35 @@ fn leak_reports(profile: &Profile, leaks: &[&memtrail_profile::Leak]) -> Vec<Lea
 fn site_totals(profile: &Profile) -> Vec<SiteTotal> {
     let mut totals: Vec<SiteTotal> = Vec::new();
     let mut index: HashMap<Site, usize> = HashMap::new();
+    // Sites decided by the leaf alone, by leaf address: stacks outnumber
+    // their leaves (a million stacks, a handful of allocating lines), and
+    // a site costs three strings and a symbol lookup.
+    let mut by_leaf: HashMap<Addr, usize> = HashMap::new();
     for stat in profile.stacks.allocating() {
-        let Some(site) = site_of_stack(profile, &stat.stack) else {
+        let Some(&leaf) = stat.stack.first() else {
             continue;
         };
-        let i = *index.entry(site.clone()).or_insert_with(|| {
-            totals.push(SiteTotal {
-                site,
-                calls: 0,
-                bytes: 0,
-                at_peak: 0,
-            });
-            totals.len() - 1
-        });
+        let i = match by_leaf.get(&leaf) {
+            Some(&i) => i,
+            None => {
+                let Some((site, leaf_only)) = site_of_stack(profile, &stat.stack) else {
+                    continue;
+                };
+                let i = *index.entry(site.clone()).or_insert_with(|| {
+                    totals.push(SiteTotal {
+                        site,
+                        calls: 0,
+                        bytes: 0,
+                        at_peak: 0,
+                    });
+                    totals.len() - 1
+                });
+                if leaf_only {
+                    by_leaf.insert(leaf, i);
+                }
+                i
+            }
+        };
         totals[i].calls = totals[i].calls.saturating_add(stat.infos.alloc.count);
         totals[i].bytes = totals[i].bytes.saturating_add(stat.infos.alloc.sum);
         totals[i].at_peak = totals[i]

@@ -180,3 +180,66 @@ fn byte_and_time_formats() {
     assert_eq!(format_seconds(42.25), "42.2 s");
     assert_eq!(format_seconds(200.0), "3 min 20 s");
 }
+
+/// A leaf inside Rust's allocation plumbing, reached from two callers, is
+/// two sites (each caller's); a plain leaf shared by many stacks is one.
+/// The summary remembers sites by leaf address only where the leaf alone
+/// decides them.
+#[test]
+fn sites_past_plumbing_follow_the_caller_and_plain_leaves_are_shared() {
+    let mut p = Profile::new(Run::new("memtrail-0.1.0", "app", "./app"));
+    let mut strings = StringTable::new();
+    let src = strings.intern("/src/app.rs");
+    let rustc = strings.intern("/rustc/abc/library/alloc/src/raw_vec.rs");
+    let binary = strings.intern("/usr/bin/app");
+    let mut sym = |addr: u64, name: &str, file, line: u32| {
+        let function = strings.intern(name);
+        p.sites.instr.insert(
+            Addr::native(addr),
+            InstrEntry {
+                file,
+                function,
+                line: Some(line),
+                binary,
+            },
+        );
+        Addr::native(addr)
+    };
+    let grow = sym(0x10, "alloc::raw_vec::RawVec<T>::grow_one", rustc, 5);
+    let parse = sym(0x20, "app::parse", src, 30);
+    let load = sym(0x30, "app::load", src, 40);
+    let leaf = sym(0x40, "app::make", src, 50);
+    let main = sym(0x50, "app::main", src, 60);
+    p.sites.strings = strings.into_strings();
+    let infos = |count: u64, size: u64| {
+        let mut i = StackInfos::default();
+        for _ in 0..count {
+            i.alloc.add(size);
+        }
+        i
+    };
+    let stacks = [
+        (vec![grow, parse, main], infos(3, 100)),
+        (vec![grow, load, main], infos(5, 10)),
+        (vec![grow, parse, load, main], infos(1, 1)),
+        (vec![leaf, parse, main], infos(7, 8)),
+        (vec![leaf, load, main], infos(2, 8)),
+    ];
+    for (i, (frames, infos)) in stacks.into_iter().enumerate() {
+        p.stacks.push(StackStat::new(format!("{i}"), frames, infos));
+    }
+    let s = Summary::from_profile(&p, &SummaryOptions { top: 10 });
+    let calls: Vec<(&str, u64, u64)> = s
+        .top_by_calls
+        .iter()
+        .map(|t| (t.site.function.as_str(), t.calls, t.bytes))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("app::make", 9, 72),
+            ("app::load", 5, 50),
+            ("app::parse", 4, 301)
+        ]
+    );
+}

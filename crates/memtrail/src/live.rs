@@ -17,7 +17,9 @@
 
 use crate::maps;
 use memtrail_wire::StackRegistry;
-use std::collections::HashSet;
+/// Addresses: no need for SipHash's defence against chosen keys (a program
+/// with a million deep stacks hashes twenty million frames here).
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// Frame counts above this are not a stack the recorder wrote (its depth
 /// limit is at most 4096).
@@ -64,7 +66,7 @@ impl LiveStacks {
             registry,
             seen: 0,
             chunks: Vec::new(),
-            addrs: HashSet::new(),
+            addrs: HashSet::default(),
         })
     }
 
