@@ -240,6 +240,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     p.config.set("output", "name", "memtrail");
 
     p.stacks.stats.reserve(merged.len());
+    let mut text = [0u8; 24];
     for (key, c, id) in &merged {
         let infos = StackInfos {
             count_zeros: c.totals.zeros as i64,
@@ -255,7 +256,8 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
             realloc_sum_delta: c.totals.realloc_delta,
         };
         p.stacks.push(StackStat::new(
-            format!("0x{id:x}"),
+            // "0x..." as format! writes it, without its machinery.
+            Addr::native(*id).format_into(&mut text),
             key.iter().map(addr).collect(),
             infos,
         ));
