@@ -4,44 +4,51 @@
 use memtrail_analysis::summary::{format_bytes, format_seconds, Blocks, Summary, SummaryOptions};
 use memtrail_profile::{
     stack_mode, Addr, ExitInfo, InstrEntry, Leak, MemtrailExt, Profile, Run, StackInfos, StackStat,
-    StringTable, ThreadStats,
+    StringId, StringTable, ThreadStats,
 };
+
+/// Names `addr` in the profile's sites: `function` at `file:line` of /usr/bin/app.
+fn sym(p: &mut Profile, addr: u64, function: StringId, file: StringId, line: u32) -> Addr {
+    // The first string interned after "??" (each profile below checks).
+    let binary = StringId(1);
+    p.sites.instr.insert(
+        Addr::native(addr),
+        InstrEntry {
+            file,
+            function,
+            line: Some(line),
+            binary,
+        },
+    );
+    Addr::native(addr)
+}
+
+/// `count` allocations of `size` bytes.
+fn infos(count: u64, size: u64) -> StackInfos {
+    let mut i = StackInfos::default();
+    for _ in 0..count {
+        i.alloc.add(size);
+    }
+    i
+}
 
 fn built(exit: ExitInfo) -> Profile {
     let mut p = Profile::new(Run::new("memtrail-0.1.0", "app", "./app --big"));
     p.run.runtime = 3_000;
     p.globals.ticks_per_second = 1_000;
     let mut strings = StringTable::new();
+    assert_eq!(strings.intern("/usr/bin/app"), StringId(1));
     let file = strings.intern("/src/app.c");
-    let binary = strings.intern("/usr/bin/app");
-    let mut sym = |addr: u64, name: &str, line: u32| {
-        let function = strings.intern(name);
-        p.sites.instr.insert(
-            Addr::native(addr),
-            InstrEntry {
-                file,
-                function,
-                line: Some(line),
-                binary,
-            },
-        );
-        Addr::native(addr)
-    };
-    let (big, small, main) = (
-        sym(0x10, "big", 3),
-        sym(0x20, "small", 7),
-        sym(0x30, "main", 12),
+    let (f_big, f_small, f_main) = (
+        strings.intern("big"),
+        strings.intern("small"),
+        strings.intern("main"),
     );
-    let small_again = sym(0x21, "small", 7);
     p.sites.strings = strings.into_strings();
-
-    let infos = |count: u64, size: u64| {
-        let mut i = StackInfos::default();
-        for _ in 0..count {
-            i.alloc.add(size);
-        }
-        i
-    };
+    let big = sym(&mut p, 0x10, f_big, file, 3);
+    let small = sym(&mut p, 0x20, f_small, file, 7);
+    let main = sym(&mut p, 0x30, f_main, file, 12);
+    let small_again = sym(&mut p, 0x21, f_small, file, 7);
     p.stacks
         .push(StackStat::new("1", vec![big, main], infos(2, 3 << 20)));
     p.stacks
@@ -189,35 +196,23 @@ fn byte_and_time_formats() {
 fn sites_past_plumbing_follow_the_caller_and_plain_leaves_are_shared() {
     let mut p = Profile::new(Run::new("memtrail-0.1.0", "app", "./app"));
     let mut strings = StringTable::new();
+    assert_eq!(strings.intern("/usr/bin/app"), StringId(1));
     let src = strings.intern("/src/app.rs");
     let rustc = strings.intern("/rustc/abc/library/alloc/src/raw_vec.rs");
-    let binary = strings.intern("/usr/bin/app");
-    let mut sym = |addr: u64, name: &str, file, line: u32| {
-        let function = strings.intern(name);
-        p.sites.instr.insert(
-            Addr::native(addr),
-            InstrEntry {
-                file,
-                function,
-                line: Some(line),
-                binary,
-            },
-        );
-        Addr::native(addr)
-    };
-    let grow = sym(0x10, "alloc::raw_vec::RawVec<T>::grow_one", rustc, 5);
-    let parse = sym(0x20, "app::parse", src, 30);
-    let load = sym(0x30, "app::load", src, 40);
-    let leaf = sym(0x40, "app::make", src, 50);
-    let main = sym(0x50, "app::main", src, 60);
+    let mut name = |n: &str| strings.intern(n);
+    let names = [
+        name("alloc::raw_vec::RawVec<T>::grow_one"),
+        name("app::parse"),
+        name("app::load"),
+        name("app::make"),
+        name("app::main"),
+    ];
     p.sites.strings = strings.into_strings();
-    let infos = |count: u64, size: u64| {
-        let mut i = StackInfos::default();
-        for _ in 0..count {
-            i.alloc.add(size);
-        }
-        i
-    };
+    let grow = sym(&mut p, 0x10, names[0], rustc, 5);
+    let parse = sym(&mut p, 0x20, names[1], src, 30);
+    let load = sym(&mut p, 0x30, names[2], src, 40);
+    let leaf = sym(&mut p, 0x40, names[3], src, 50);
+    let main = sym(&mut p, 0x50, names[4], src, 60);
     let stacks = [
         (vec![grow, parse, main], infos(3, 100)),
         (vec![grow, load, main], infos(5, 10)),
