@@ -70,6 +70,39 @@ fn map_with(len: usize, extra: i32) -> *mut u8 {
     p as *mut u8
 }
 
+/// Grows a mapping of [`map`] or [`map_populated`] from `old_len` to
+/// `new_len` bytes, moving it if it must (the kernel moves the pages, it
+/// does not copy them), and faults in the added part: a live-block table
+/// doubling in place touches only its new half. Null when the kernel
+/// refuses, with the old mapping as it was.
+///
+/// # Safety
+/// `p` is a mapping of `old_len` bytes of this module that nothing else
+/// points into.
+pub unsafe fn grow_populated(p: *mut u8, old_len: usize, new_len: usize) -> *mut u8 {
+    let _e = crate::sync::ErrnoGuard::new();
+    // SAFETY: forwarded to the caller; MREMAP_MAYMOVE leaves the old
+    // mapping intact when it fails.
+    let q = unsafe { libc::syscall(libc::SYS_mremap, p, old_len, new_len, libc::MREMAP_MAYMOVE) };
+    if q < 0 && q > -4096 {
+        return null_mut();
+    }
+    INTERNAL_BYTES.fetch_add((new_len - old_len) as u64, Ordering::Relaxed);
+    let q = q as *mut u8;
+    // Before Linux 5.14 the advice is refused and the pages fault in as
+    // they are written: slower, the same result.
+    // SAFETY: advice on the part of the mapping that was just added.
+    unsafe {
+        libc::syscall(
+            libc::SYS_madvise,
+            q.add(old_len),
+            new_len - old_len,
+            libc::MADV_POPULATE_WRITE,
+        )
+    };
+    q
+}
+
 /// # Safety
 /// `p` and `len` must come from one call to [`map`].
 pub unsafe fn unmap(p: *mut u8, len: usize) {

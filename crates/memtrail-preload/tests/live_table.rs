@@ -1,7 +1,8 @@
 //! The table of live blocks (`src/live.rs`), checked against a `HashMap`
 //! under address patterns that matter: a heap packed with small chunks
 //! (which overflows the address-ordered table), scattered addresses,
-//! addresses reused at once, and growth while blocks come and go.
+//! addresses reused at once, growth while blocks come and go, and blocks
+//! whose run of slots wraps past the table's end while it doubles in place.
 
 #![allow(dead_code)]
 
@@ -145,4 +146,46 @@ fn an_address_inserted_again_replaces_the_block_wherever_it_sits() {
         assert_eq!(e.size, 2);
     }
     assert_eq!(t.len(), (0, 0));
+}
+
+/// An address in 16 MiB region `r` whose home in the address-ordered table
+/// is slot `t` mod the table's size (for sizes up to 2^20 slots).
+fn homed_at(r: u64, t: u64) -> u64 {
+    let region = live::near_hash(r << 24).wrapping_sub((r << 20) as usize) as u64;
+    ((r << 20) | (t.wrapping_sub(region) & 0xf_ffff)) << 4
+}
+
+#[test]
+fn blocks_wrapping_past_the_table_end_survive_every_doubling() {
+    // Just before each doubling, from 256 slots to 2^18: four blocks take
+    // the table's last four slots, and a fifth, homed at the first of them,
+    // wraps to the start. A doubling moves a block to the upper half when
+    // the next bit of its home is 1: the four move up, the fifth stays, and
+    // must still be found from its home once the doubling is done.
+    let mut x = 0x2545_f491u64;
+    let mut seen = std::collections::HashSet::new();
+    let mut others = Vec::new();
+    let mut ops = Vec::new();
+    let mut fill_to = |live: usize, ops: &mut Vec<(bool, u64)>| {
+        while others.len() < live {
+            let a = (xorshift(&mut x) & 0x3fff_ffff_fff0) | 0x4000_0000_0000;
+            if seen.insert(a) {
+                others.push(a);
+                ops.push((true, a));
+            }
+        }
+    };
+    for p in 8..=17u64 {
+        let n = 1u64 << p;
+        let three_quarters = (3 * n / 4) as usize;
+        fill_to(three_quarters - 8, &mut ops);
+        let mut group: Vec<u64> = (1..=4).map(|k| homed_at(0x7f00 + p, 2 * n - k)).collect();
+        group.push(homed_at(0x7f40 + p, n - 4));
+        ops.extend(group.iter().map(|&a| (true, a)));
+        // Past the doubling (the table is kept at most 3/4 full).
+        fill_to(three_quarters + 8 - group.len(), &mut ops);
+        ops.extend(group.iter().map(|&a| (false, a)));
+    }
+    ops.extend(others.iter().map(|&a| (false, a)));
+    check(&ops);
 }
