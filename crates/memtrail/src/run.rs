@@ -306,6 +306,17 @@ impl Phases {
             line += &format!(" {name} {:.1}", (*t - last).as_secs_f64() * 1e3);
             last = *t;
         }
+        // memtrail's own processor time (its threads, not the program's).
+        // SAFETY: getrusage fills the struct it is given.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
+            let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+            line += &format!(
+                "; memtrail's cpu (ms): user {:.0} sys {:.0}",
+                ms(ru.ru_utime),
+                ms(ru.ru_stime)
+            );
+        }
         eprintln!("{line}");
     }
 }
