@@ -307,8 +307,9 @@ impl Phases {
             last = *t;
         }
         // memtrail's own processor time (its threads, not the program's).
-        // SAFETY: getrusage fills the struct it is given.
+        // SAFETY: rusage is plain integers, for which zero is valid.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage only fills the struct it is given.
         if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
             let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
             line += &format!(
