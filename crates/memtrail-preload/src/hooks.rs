@@ -978,6 +978,30 @@ pub unsafe extern "C" fn dlclose(h: *mut c_void) -> c_int {
     r
 }
 
+// ---- threads ----
+
+/// Forwards, noting on this thread which thread the call is about, so that
+/// a thread whose first event comes from inside it takes its stack bounds
+/// elsewhere (see `thread::stack_bounds`).
+///
+/// # Safety
+/// Called as pthread_getattr_np.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getattr_np(
+    th: libc::pthread_t,
+    attr: *mut libc::pthread_attr_t,
+) -> c_int {
+    let t = thread::tls();
+    let outer = t.getattr_of.replace(th as u64);
+    let r = match real::pthread_getattr_np() {
+        // SAFETY: the real function, with the caller's arguments.
+        Some(f) => unsafe { f(th, attr) },
+        None => libc::ENOSYS,
+    };
+    t.getattr_of.set(outer);
+    r
+}
+
 fn after_module_change() {
     if config_dwarf() {
         if let Some(_h) = enter() {

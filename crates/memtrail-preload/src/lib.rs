@@ -21,6 +21,7 @@ mod dump;
 mod fork;
 mod hooks;
 mod live;
+mod maps;
 mod modules;
 mod real;
 mod sampler;

@@ -26,6 +26,7 @@ pub type ExitFn = unsafe extern "C" fn(c_int) -> !;
 pub type SigactionFn =
     unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
 pub type SignalFn = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+pub type GetattrFn = unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int;
 
 /// Resolved pointers; each is 0 until `resolve` ran.
 pub struct Real {
@@ -47,6 +48,7 @@ pub struct Real {
     pub exit2: AtomicUsize,
     pub sigaction: AtomicUsize,
     pub signal: AtomicUsize,
+    pub pthread_getattr_np: AtomicUsize,
 }
 
 pub static REAL: Real = Real {
@@ -68,6 +70,7 @@ pub static REAL: Real = Real {
     exit2: AtomicUsize::new(0),
     sigaction: AtomicUsize::new(0),
     signal: AtomicUsize::new(0),
+    pthread_getattr_np: AtomicUsize::new(0),
 };
 
 static RESOLVED: AtomicUsize = AtomicUsize::new(0);
@@ -108,6 +111,7 @@ pub fn resolve() {
     set(&r.exit2, b"_Exit\0");
     set(&r.sigaction, b"sigaction\0");
     set(&r.signal, b"signal\0");
+    set(&r.pthread_getattr_np, b"pthread_getattr_np\0");
     RESOLVED.store(1, Ordering::Release);
 }
 
@@ -148,6 +152,7 @@ getter!(exit_, exit_, ExitFn);
 getter!(exit2, exit2, ExitFn);
 getter!(sigaction, sigaction, SigactionFn);
 getter!(signal, signal, SignalFn);
+getter!(pthread_getattr_np, pthread_getattr_np, GetattrFn);
 
 // ---- the boot buffer ----
 

@@ -218,6 +218,9 @@ pub struct Tls {
     /// The state this thread had, once retired (its last clean-up's calls
     /// are counted there; see `hooks::count_call`).
     pub retired: Cell<*mut ThreadState>,
+    /// The thread a call of `pthread_getattr_np` made by this thread is
+    /// about, while it runs (0 otherwise); see `stack_bounds`.
+    pub getattr_of: Cell<u64>,
 }
 
 impl Tls {
@@ -316,6 +319,17 @@ extern "C" {
 }
 
 /// Bounds of this thread's stack, for the unwinder's reads.
+///
+/// `pthread_getattr_np` holds the thread's descriptor lock while it
+/// allocates (glibc's `realloc` of a CPU set). When a thread's first
+/// recorded event comes from inside that call (its own first allocation,
+/// or, under an allocator of the program's own such as rustc's jemalloc,
+/// the `mmap` that allocation makes), asking it again for the same thread
+/// waited for that lock forever: the program hung. memtrail's
+/// `pthread_getattr_np` notes which thread a call is about, and then the
+/// bounds come from the mapping that holds the thread's descriptor, found
+/// in `/proc/self/maps` (glibc keeps the descriptor at the top of the
+/// thread's stack block).
 fn stack_bounds() -> (u64, u64) {
     // SAFETY: pthread_self is always valid; the attr is initialized by
     // pthread_getattr_np and destroyed below. Any allocation it makes is
@@ -327,6 +341,9 @@ fn stack_bounds() -> (u64, u64) {
             let hi = (main_end + 4095) & !4095;
             return (hi.saturating_sub(1 << 30), hi);
         }
+        if tls().getattr_of.get() == libc::pthread_self() as u64 {
+            return crate::maps::mapping_of(thread_pointer()).unwrap_or((0, 0));
+        }
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
         if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
             return (0, 0);
@@ -337,6 +354,20 @@ fn stack_bounds() -> (u64, u64) {
         libc::pthread_attr_destroy(&mut attr);
         (addr as u64, addr as u64 + size as u64)
     }
+}
+
+/// The thread pointer: the address of glibc's descriptor of this thread.
+fn thread_pointer() -> u64 {
+    let p: u64;
+    // SAFETY: fs:0 holds the thread pointer on x86-64 Linux.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            p = out(reg) p,
+            options(pure, readonly, nostack)
+        )
+    };
+    p
 }
 
 unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {

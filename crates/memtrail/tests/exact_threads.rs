@@ -6,6 +6,8 @@
 mod common;
 
 use common::*;
+use memtrail_profile::Profile;
+use std::time::Duration;
 
 const SRC: &str = "threads.c";
 
@@ -68,6 +70,83 @@ fn four_threads_each_with_known_counts() {
 
     let leaks = program_leaks(&p);
     assert!(leaks.is_empty(), "leaks:{}", describe_leaks(&p, &leaks));
+}
+
+/// `tests/programs/getattr_first.c`: a thread whose first allocation is
+/// glibc's own, inside `pthread_getattr_np`, which holds the thread's
+/// descriptor lock meanwhile. The recorder, meeting the thread for the first
+/// time there, asked for the same thread's attributes to bound its stack and
+/// waited for that lock forever. Built both ways: with glibc's `realloc`,
+/// and with one of the executable's own that maps memory (as rustc's
+/// jemalloc does, which is how this was found: rustc hung under memtrail).
+#[test]
+fn a_thread_whose_first_allocation_is_inside_pthread_getattr_np() {
+    const SRC: &str = "getattr_first.c";
+    for own_realloc in [false, true] {
+        let dir = Scratch::new(if own_realloc {
+            "getattr-own"
+        } else {
+            "getattr"
+        });
+        let exe = dir.join("getattr_first");
+        let mut flags = SITE_FLAGS.to_vec();
+        flags.push("-pthread");
+        if own_realloc {
+            flags.push("-DOWN_REALLOC");
+        }
+        compile("cc", &[SRC], &flags, &exe);
+        let out = dir.join("p.json");
+        let none: [&str; 0] = [];
+        let o = memtrail_run_within("dwarf", &out, &exe, &none, Duration::from_secs(60));
+        let what = if own_realloc {
+            "own realloc"
+        } else {
+            "glibc's"
+        };
+        assert_eq!(o.status.code(), Some(5), "{what}: {o:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "done\n", "{what}");
+        let p = Profile::from_path(&out).unwrap();
+        // The thread's later allocation has its whole stack: the bounds the
+        // recorder took for the thread's stack are right.
+        let line = site_line(SRC, "worker_block");
+        let s = site(&p, "worker", line);
+        assert_eq!(s.alloc, mms(1, 4242, 4242, 4242), "{what}: {s:?}");
+        let stacks = stacks_at(&p, "worker", line);
+        assert_eq!(stacks.len(), 1, "{what}");
+        let st = &stacks[0].stack;
+        assert!(
+            starts_with(&p, st, &[("worker", line)]),
+            "{what}: {}",
+            describe(&p, st)
+        );
+        let last = frame(&p, *st.last().unwrap()).0;
+        assert!(
+            last == "clone3" || last == "clone",
+            "{what}: the stack reaches the thread's start: {}",
+            describe(&p, st)
+        );
+        if !own_realloc {
+            // The first event itself, glibc's realloc, is recorded with its
+            // stack too (the recorder read the thread's bounds from
+            // /proc/self/maps).
+            let inside = p
+                .stacks
+                .stats
+                .iter()
+                .filter(|s| {
+                    s.infos.alloc.count > 0
+                        && s.stack
+                            .iter()
+                            .any(|&a| frame(&p, a).0.contains("pthread_getattr_np"))
+                })
+                .map(|s| describe(&p, &s.stack))
+                .collect::<Vec<_>>();
+            assert!(
+                inside.iter().any(|d| d.contains("worker")),
+                "allocations inside pthread_getattr_np: {inside:?}"
+            );
+        }
+    }
 }
 
 /// Builds `tests/programs/<src>` with -pthread in a scratch folder `tag` and

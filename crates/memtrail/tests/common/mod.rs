@@ -107,6 +107,48 @@ pub fn memtrail_run<S: AsRef<OsStr>>(
         .expect("cannot run memtrail")
 }
 
+/// `memtrail_run`, for a program that might hang under the recorder: run in
+/// a process group of its own, which is killed (memtrail and the program)
+/// when it has not ended after `limit`; the test then fails saying so.
+pub fn memtrail_run_within<S: AsRef<OsStr>>(
+    stack: &str,
+    out: &Path,
+    program: &Path,
+    args: &[S],
+    limit: std::time::Duration,
+) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memtrail"))
+        .args(["run", "-q", "--stack", stack, "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("cannot run memtrail");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("waiting for memtrail").is_none() {
+        if start.elapsed() > limit {
+            // SAFETY: signalling the test's own process group.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            panic!(
+                "{} still ran under memtrail after {} s: it hangs (killed)",
+                program.display(),
+                limit.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child
+        .wait_with_output()
+        .expect("cannot read memtrail's output")
+}
+
 /// Runs `program` under memtrail in `stack` mode with the profile written to
 /// `dir/p.json`; asserts that it exited 0 and returns the profile and stdout.
 pub fn profile_of<S: AsRef<OsStr>>(
