@@ -992,7 +992,7 @@ pub unsafe extern "C" fn pthread_getattr_np(
     attr: *mut libc::pthread_attr_t,
 ) -> c_int {
     let t = thread::tls();
-    let outer = t.getattr_of.replace(th as u64);
+    let outer = t.getattr_of.replace(th);
     let r = match real::pthread_getattr_np() {
         // SAFETY: the real function, with the caller's arguments.
         Some(f) => unsafe { f(th, attr) },

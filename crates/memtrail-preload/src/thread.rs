@@ -341,7 +341,7 @@ fn stack_bounds() -> (u64, u64) {
             let hi = (main_end + 4095) & !4095;
             return (hi.saturating_sub(1 << 30), hi);
         }
-        if tls().getattr_of.get() == libc::pthread_self() as u64 {
+        if tls().getattr_of.get() == libc::pthread_self() {
             return crate::maps::mapping_of(thread_pointer()).unwrap_or((0, 0));
         }
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
