@@ -121,6 +121,9 @@ pub struct Recording {
     pub sample_every: Option<u64>,
     /// The recorder's own memory in the process.
     pub internal_memory: u64,
+    /// Allocator functions the program's executable defines itself, whose
+    /// calls the recorder could not see, and the file that defines them.
+    pub unhooked: Option<(Vec<String>, String)>,
 }
 
 /// Every figure of the summary.
@@ -276,6 +279,10 @@ impl Summary {
                 frees_unwound: e.frees_unwound,
                 sample_every: e.sample_every,
                 internal_memory: e.internal_memory,
+                unhooked: e
+                    .unhooked
+                    .as_ref()
+                    .map(|u| (u.functions.clone(), u.by.clone())),
             }),
         }
     }
@@ -582,6 +589,16 @@ impl fmt::Display for Summary {
                 "Recorder memory".to_owned(),
                 format_bytes(r.internal_memory),
             ]);
+            if let Some((functions, by)) = &r.unhooked {
+                head.push(vec![
+                    "Not seen".to_owned(),
+                    format!(
+                        "calls of {} ({} defines them itself, before memtrail's: they are missing from this profile)",
+                        functions.join(", "),
+                        basename(by)
+                    ),
+                ]);
+            }
         }
         table(f, "", &head, 0)?;
 

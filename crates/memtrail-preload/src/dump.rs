@@ -239,6 +239,16 @@ fn encode(e: &mut Encoder<FileSink>) {
     }
     e.tag(Tag::Maps);
     e.bytes(&read_proc(c"/proc/thread-self/maps", c"/proc/self/maps"));
+    if let Some((names, by)) = crate::hooks::unhooked() {
+        let mut list = Vec::new();
+        for n in names {
+            list.extend_from_slice(n);
+            list.push(0);
+        }
+        e.tag(Tag::Unhooked);
+        e.bytes(&list);
+        e.bytes(by);
+    }
 
     // Merge every thread's counters.
     let epoch = crate::counters::epoch();

@@ -978,6 +978,91 @@ pub unsafe extern "C" fn dlclose(h: *mut c_void) -> c_int {
     r
 }
 
+// ---- allocators memtrail cannot see ----
+
+/// The allocator functions a program's own definition can hide from
+/// memtrail, in the order of the bits of [`UNHOOKED`].
+const HOOKED: [&core::ffi::CStr; 10] = [
+    c"malloc",
+    c"free",
+    c"calloc",
+    c"realloc",
+    c"reallocarray",
+    c"posix_memalign",
+    c"aligned_alloc",
+    c"memalign",
+    c"valloc",
+    c"pvalloc",
+];
+
+/// Bit i set: the program's calls of `HOOKED[i]` resolve to another
+/// definition than memtrail's, one the executable itself exports (an
+/// allocator linked into it, as rustc's jemalloc is): the dynamic linker
+/// looks in the executable before any preloaded library, so those calls
+/// never reach memtrail.
+static UNHOOKED: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+/// The path of the object that defines them, as the loader names it (a
+/// string it keeps while the object is loaded; empty for the executable).
+static UNHOOKED_BY: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Finds the allocator functions the program resolves elsewhere (at
+/// start-up: `dlsym` takes the loader's lock, which a dump from a signal
+/// handler must not).
+pub fn find_unhooked() {
+    // Which object a definition lies in (its load address), compared with
+    // memtrail's own: memtrail's code reaches its exported functions through
+    // the same lookup, so their addresses cannot tell.
+    let object = |p: *const c_void| {
+        // SAFETY: Dl_info is plain data; dladdr only fills it.
+        let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+        // SAFETY: any address may be asked about.
+        (unsafe { libc::dladdr(p, &mut info) } != 0).then_some(info)
+    };
+    let Some(mine) = object(find_unhooked as *const c_void) else {
+        return;
+    };
+    let mut mask = 0u32;
+    for (i, name) in HOOKED.iter().enumerate() {
+        // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the global scope.
+        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+        if p.is_null() {
+            continue;
+        }
+        let Some(info) = object(p) else { continue };
+        if info.dli_fbase == mine.dli_fbase {
+            continue;
+        }
+        mask |= 1 << i;
+        if !info.dli_fname.is_null() {
+            UNHOOKED_BY.store(info.dli_fname as usize, Ordering::Relaxed);
+        }
+    }
+    UNHOOKED.store(mask, Ordering::Relaxed);
+}
+
+/// The names of the functions found by [`find_unhooked`] and the object
+/// that defines them; None when there are none.
+pub fn unhooked() -> Option<(impl Iterator<Item = &'static [u8]>, &'static [u8])> {
+    let mask = UNHOOKED.load(Ordering::Relaxed);
+    if mask == 0 {
+        return None;
+    }
+    let names = HOOKED
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| mask & (1 << i) != 0)
+        .map(|(_, n)| n.to_bytes());
+    let by = UNHOOKED_BY.load(Ordering::Relaxed);
+    let by: &[u8] = if by == 0 {
+        b""
+    } else {
+        // SAFETY: a NUL-terminated string of the loader's, kept while the
+        // object that holds the definition is loaded.
+        unsafe { core::ffi::CStr::from_ptr(by as *const c_char) }.to_bytes()
+    };
+    Some((names, by))
+}
+
 // ---- threads ----
 
 /// Forwards, noting on this thread which thread the call is about, so that

@@ -94,6 +94,7 @@ fn start() -> bool {
     START_TICKS.store(crate::hooks::ticks(), Ordering::Relaxed);
     START_NS.store(crate::dump::now_ns(), Ordering::Relaxed);
     if on {
+        crate::hooks::find_unhooked();
         stacks::init();
         thread::init_key();
         if cfg.stack_mode == memtrail_wire::StackMode::Dwarf {

@@ -83,6 +83,21 @@ pub struct MemtrailExt {
     /// Frees of blocks the recorder never saw allocated.
     #[serde(default)]
     pub unknown_frees: u64,
+    /// Allocator functions the program did not call through memtrail: the
+    /// executable defines them itself (an allocator linked into it), and
+    /// the dynamic linker finds its definitions first. Their calls are
+    /// missing from the profile. None when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhooked: Option<Unhooked>,
+}
+
+/// See [`MemtrailExt::unhooked`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unhooked {
+    /// Their names (`malloc`, `free`...).
+    pub functions: Vec<String>,
+    /// The file that defines them.
+    pub by: String,
 }
 
 impl MemtrailExt {
@@ -106,6 +121,7 @@ impl MemtrailExt {
             runtime_leaks: Vec::new(),
             unrecorded_events: 0,
             unknown_frees: 0,
+            unhooked: None,
         }
     }
 }

@@ -43,7 +43,7 @@ pub use indexmap::IndexMap;
 pub use addr::{Addr, AddrSpace, ParseAddrError};
 pub use domains::{DomainValues, Domains};
 pub use error::ProfileError;
-pub use ext::{stack_mode, ExitInfo, InlineFrame, MemtrailExt, ModuleInfo, EXT_VERSION};
+pub use ext::{stack_mode, ExitInfo, InlineFrame, MemtrailExt, ModuleInfo, Unhooked, EXT_VERSION};
 pub use memstats::{GlobalVariable, MemStats, ReallocJump};
 pub use model::{Config, Globals, Profile, Run, FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS};
 pub use query::{ticks_to_seconds, Frame};

@@ -26,6 +26,11 @@ pub struct Dump {
     pub realloc_jumps: Vec<(u64, u64, u64)>,
     pub leaks: Vec<LeakRec>,
     pub globals: Globals,
+    /// Allocator functions the program resolved outside memtrail (see
+    /// [`Tag::Unhooked`]), and the object that defines them ("" for the
+    /// executable).
+    pub unhooked: Vec<String>,
+    pub unhooked_by: String,
 }
 
 /// One executable mapping of a module the process had loaded at some point.
@@ -273,6 +278,15 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     dropped_histogram_entries: r.u()?,
                 }
             }
+            Tag::Unhooked => {
+                d.unhooked = r
+                    .bytes()?
+                    .split(|&b| b == 0)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect();
+                d.unhooked_by = r.string()?;
+            }
             Tag::End => {
                 if !seen_header {
                     return Err(DecodeError::NotADump);
@@ -328,6 +342,9 @@ mod tests {
             peak_requested: 10,
             ..Default::default()
         });
+        e.tag(Tag::Unhooked);
+        e.bytes(b"malloc\0free\0");
+        e.bytes(b"");
         e.tag(Tag::End);
         e.sink.0
     }
@@ -352,6 +369,8 @@ mod tests {
         assert_eq!(d.stacks[0].counters.alive, -7);
         assert_eq!(d.stacks[0].counters.totals.alloc.sum, 10);
         assert_eq!(d.globals.peak_requested, 10);
+        assert_eq!(d.unhooked, vec!["malloc", "free"]);
+        assert_eq!(d.unhooked_by, "");
     }
 
     #[test]

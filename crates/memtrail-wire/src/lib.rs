@@ -22,7 +22,7 @@ pub use decode::*;
 pub const MAGIC: &[u8; 8] = b"MTRAIL\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
 
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "MEMTRAIL_DIR";
@@ -196,6 +196,12 @@ pub enum Tag {
     Leak = 9,
     /// see [`Globals`]
     Globals = 10,
+    /// allocator functions the program's symbol lookup finds before
+    /// memtrail's (an allocator linked into the executable), so that its
+    /// calls of them are not seen: their names (bytes, NUL separated), then
+    /// the path of the object that defines them (bytes; empty: the
+    /// executable)
+    Unhooked = 11,
     /// end of dump
     End = 0xff,
 }
@@ -213,6 +219,7 @@ impl Tag {
             8 => Tag::ReallocJump,
             9 => Tag::Leak,
             10 => Tag::Globals,
+            11 => Tag::Unhooked,
             0xff => Tag::End,
             _ => return None,
         })

@@ -357,6 +357,14 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     ext.inlined = inlined;
     ext.unrecorded_events = d.globals.unrecorded_events;
     ext.unknown_frees = d.globals.unknown_frees;
+    ext.unhooked = (!d.unhooked.is_empty()).then(|| mp::Unhooked {
+        functions: d.unhooked.clone(),
+        by: if d.unhooked_by.is_empty() {
+            d.exe.clone()
+        } else {
+            d.unhooked_by.clone()
+        },
+    });
     p.memtrail = Some(ext);
     p.memtrail.as_mut().unwrap().runtime_leaks = mp::runtime::classify_leaks(&p);
     p

@@ -231,6 +231,72 @@ fn dump_pid(path: &Path) -> Option<u32> {
 }
 
 /// Exit code the way a shell reports it: the code, or 128 + signal.
+/// Why a program left no data, as far as memtrail can tell: the recorder
+/// never ran in a statically linked or setuid program (the loader ignores
+/// `LD_PRELOAD`), and a process killed by SIGKILL cannot write anything.
+fn why_no_data(program: &std::ffi::OsStr, status: std::process::ExitStatus) -> &'static str {
+    use std::os::unix::fs::PermissionsExt;
+    if status.signal() == Some(libc::SIGKILL) {
+        return "it was killed by SIGKILL, which leaves no time to write it";
+    }
+    if let Some(path) = resolve_program(program) {
+        if elf_without_interpreter(&path) {
+            return "it is statically linked: LD_PRELOAD cannot reach it";
+        }
+        if let Ok(meta) = std::fs::metadata(&path) {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: no preconditions.
+            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            let mode = meta.permissions().mode();
+            // Only where it changes who the program runs as does the loader
+            // run it in secure mode.
+            if (mode & 0o4000 != 0 && meta.uid() != uid)
+                || (mode & 0o2000 != 0 && meta.gid() != gid)
+            {
+                return "it is setuid or setgid: the loader ignores LD_PRELOAD for it";
+            }
+        }
+    }
+    "it may be statically linked or setuid, or have run such a program with exec"
+}
+
+/// The file `Command` runs for `program`: itself when it holds a slash,
+/// else the first match on `PATH`.
+fn resolve_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if program.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(program));
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Whether `path` is an x86-64 ELF executable with no program interpreter
+/// (`PT_INTERP`), i.e. statically linked. Read by hand: three fields of the
+/// ELF header and the program headers' types, which is all it takes.
+fn elf_without_interpreter(path: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    let field = |at: usize, n: usize| -> Option<u64> {
+        let b = bytes.get(at..at + n)?;
+        Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64))
+    };
+    // 64-bit, little-endian ELF.
+    if bytes.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (field(32, 8), field(54, 2), field(56, 2))
+    else {
+        return false;
+    };
+    const PT_INTERP: u64 = 3;
+    let mut types = (0..phnum).map(|i| field((phoff + i * phentsize) as usize, 4));
+    types.all(|t| t.is_some_and(|t| t != PT_INTERP)) && phnum > 0
+}
+
 fn shell_code(status: std::process::ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,
@@ -443,8 +509,9 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             return Ok(if code == 0 { 1 } else { code });
         }
         eprintln!(
-            "memtrail: {} left no profile data (it may be statically linked, setuid, or killed by SIGKILL)",
-            o.program.to_string_lossy()
+            "memtrail: {} left no profile data ({})",
+            o.program.to_string_lossy(),
+            why_no_data(&o.program, status)
         );
         return Ok(if code == 0 { 1 } else { code });
     };
@@ -503,6 +570,15 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     }
     if let Some(e) = &write_error {
         eprintln!("memtrail: {e:#}");
+    }
+    // The summary says so too; without it, one line.
+    let unhooked = profile.memtrail.as_ref().and_then(|e| e.unhooked.as_ref());
+    if let (true, Some(u)) = (o.quiet, unhooked) {
+        eprintln!(
+            "memtrail: {} defines {} itself, before memtrail's: those calls are not in the profile",
+            memtrail_profile::basename(&u.by),
+            u.functions.join(", ")
+        );
     }
     if !o.quiet {
         if !failed {

@@ -237,6 +237,46 @@ fn run_no_such_program() {
     assert!(left.is_empty(), "files left behind: {left:?}");
 }
 
+/// A program the recorder cannot reach (statically linked), or that dies
+/// by SIGKILL before it can write anything: it runs as it would alone, its
+/// output and exit code pass through (1 in place of 0, as no profile was
+/// made), and memtrail says in one line why there is no profile.
+#[test]
+fn run_a_program_that_leaves_no_data() {
+    let tmp = TempDir::new("bad-nodata");
+    let stat = compile("exit_with.c", tmp.path(), &["-static"]);
+    std::fs::create_dir(tmp.join("dyn")).unwrap();
+    let dynamic = compile("exit_with.c", &tmp.join("dyn"), &[]);
+    let out = tmp.join("p.json");
+    let cases: [(&Path, &str, Option<i32>, Option<i32>, &str); 4] = [
+        (&stat, "0", Some(1), None, "it is statically linked"),
+        (&stat, "3", Some(3), None, "it is statically linked"),
+        (&stat, "kill", Some(137), Some(9), "killed by SIGKILL"),
+        (&dynamic, "kill", Some(137), Some(9), "killed by SIGKILL"),
+    ];
+    for (exe, arg, code, plain_signal, why) in cases {
+        let mut c = Command::new(memtrail());
+        c.arg("run").arg("-o").arg(&out).arg("--").arg(exe).arg(arg);
+        let o = run(c, DEFAULT_LIMIT);
+        let what = format!("memtrail run -- {} {arg}", exe.display());
+        assert_no_panic(&o, &what);
+        assert_eq!(o.code, code, "{what}: {}", o.stderr);
+        assert_eq!(o.stdout, "ran\n", "{what}");
+        let lines = o.stderr_lines();
+        assert_eq!(lines.len(), 1, "{what}: expected one line:\n{}", o.stderr);
+        assert!(
+            lines[0].contains(&exe.display().to_string()) && lines[0].contains(why),
+            "{what}: the message does not name the program and say `{why}`: {}",
+            lines[0]
+        );
+        assert!(!out.exists(), "{what}: wrote a profile anyway");
+        let mut plain = Command::new(exe);
+        plain.arg(arg);
+        let plain = run(plain, DEFAULT_LIMIT);
+        assert_eq!(plain.signal, plain_signal, "{what}: the plain run");
+    }
+}
+
 /// `memtrail ARGS` (with `{touch}` replaced by a command that creates a
 /// marker file) is refused: non-zero exit, a message naming `bad` and saying
 /// what is wrong with it, and the program does not run.
