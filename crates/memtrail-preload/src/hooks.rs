@@ -1009,16 +1009,19 @@ static UNHOOKED_BY: core::sync::atomic::AtomicUsize = core::sync::atomic::Atomic
 /// start-up: `dlsym` takes the loader's lock, which a dump from a signal
 /// handler must not).
 pub fn find_unhooked() {
-    // Which object a definition lies in (its load address), compared with
-    // memtrail's own: memtrail's code reaches its exported functions through
-    // the same lookup, so their addresses cannot tell.
+    // The object a definition lies in and the symbol entry found for it.
     let object = |p: *const c_void| {
-        // SAFETY: Dl_info is plain data; dladdr only fills it.
+        // SAFETY: Dl_info is plain data; dladdr1 only fills it and `sym`.
         let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
-        // SAFETY: any address may be asked about.
-        (unsafe { libc::dladdr(p, &mut info) } != 0).then_some(info)
+        let mut sym: *mut c_void = core::ptr::null_mut();
+        // SAFETY: any address may be asked about; RTLD_DL_SYMENT (1) asks
+        // for a pointer to the matching ElfW(Sym).
+        let found = unsafe { libc::dladdr1(p, &mut info, &mut sym, 1) } != 0;
+        found.then_some((info, sym as *const libc::Elf64_Sym))
     };
-    let Some(mine) = object(find_unhooked as *const c_void) else {
+    // memtrail's code reaches its own exported functions through the same
+    // lookup, so their addresses cannot tell: the object does.
+    let Some((mine, _)) = object(find_unhooked as *const c_void) else {
         return;
     };
     let mut mask = 0u32;
@@ -1028,8 +1031,16 @@ pub fn find_unhooked() {
         if p.is_null() {
             continue;
         }
-        let Some(info) = object(p) else { continue };
-        if info.dli_fbase == mine.dli_fbase {
+        let Some((info, sym)) = object(p) else {
+            continue;
+        };
+        // A definition, not a non-PIE executable's PLT entry for the
+        // function: an executable that takes its address gets one (an
+        // undefined symbol with a value), which every lookup then gives
+        // (node's malloc), while its calls still reach memtrail's.
+        // SAFETY: dladdr1 points `sym` at the object's symbol table entry.
+        let defined = !sym.is_null() && unsafe { (*sym).st_shndx } != 0;
+        if info.dli_fbase == mine.dli_fbase || !defined {
             continue;
         }
         mask |= 1 << i;

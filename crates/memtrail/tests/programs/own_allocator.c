@@ -3,7 +3,7 @@
  * allocator linked in does (rustc's jemalloc): the dynamic linker finds
  * those definitions before any preloaded library's, so memtrail never sees
  * their calls, and says so. Without it, glibc's serve, and memtrail sees
- * the three blocks. Exits with 6; no stdio. */
+ * the three blocks, also when built without PIE. Exits with 6; no stdio. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,8 +24,15 @@ __attribute__((noinline)) void *make(size_t n) {
     return malloc(n); /* SITE:make */
 }
 
+
 int main(void) {
     void *a = make(100), *b = make(200), *c = make(300);
+    /* Taking malloc's address in code: in an executable built without
+     * PIE, the linker gives malloc a PLT entry that stands for it
+     * everywhere (node's executable has one), though calls through it
+     * still go to the first definition. */
+    void *(*volatile take_address)(size_t) = malloc;
+    free(take_address(50));
     char *s = strdup("own");
     write(1, s, 3);
     write(1, "\n", 1);
