@@ -248,7 +248,10 @@ fn run_a_program_that_leaves_no_data() {
     std::fs::create_dir(tmp.join("dyn")).unwrap();
     let dynamic = compile("exit_with.c", &tmp.join("dyn"), &[]);
     let out = tmp.join("p.json");
-    let cases: [(&Path, &str, Option<i32>, Option<i32>, &str); 4] = [
+    // (program, its argument, memtrail's exit code, the plain run's
+    // signal, what memtrail's line says)
+    type Case<'a> = (&'a Path, &'a str, Option<i32>, Option<i32>, &'a str);
+    let cases: [Case; 4] = [
         (&stat, "0", Some(1), None, "it is statically linked"),
         (&stat, "3", Some(3), None, "it is statically linked"),
         (&stat, "kill", Some(137), Some(9), "killed by SIGKILL"),
