@@ -190,7 +190,7 @@ pub fn write(why: &str) {
             ));
         }
     }
-    thread::tls().in_hook.set(was);
+    thread::leave_recorder(thread::tls(), was);
 }
 
 fn encode(e: &mut Encoder<FileSink>) {

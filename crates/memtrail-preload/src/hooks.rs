@@ -122,7 +122,7 @@ impl Drop for Hook {
             unsafe { thread::ORPHAN.raw_unlock() };
         }
         // SAFETY: tls points to this thread's TLS block.
-        unsafe { (*self.tls).in_hook.set(false) };
+        thread::leave_recorder(unsafe { &*self.tls }, false);
     }
 }
 

@@ -103,7 +103,7 @@ fn start() -> bool {
         fork::install();
         signals::install();
     }
-    t.in_hook.set(was);
     set(if on { State::Recording } else { State::Off });
+    thread::leave_recorder(t, was);
     on
 }

@@ -190,6 +190,9 @@ pub struct Tls {
     /// The lean paths may run: a sampling thread with live state, or any
     /// thread of a process that does not record (`lean_when_off`).
     pub lean: Cell<bool>,
+    /// A terminating signal that arrived while this thread was inside the
+    /// recorder, to be acted on when it leaves (see `signals::on_fatal`).
+    pub pending_signal: Cell<u8>,
     /// Bytes left before the next sample point.
     pub left: Cell<i64>,
     /// Lean calls left before the next one whose duration is measured. A
@@ -267,6 +270,18 @@ pub const TLS_FREE_COUNTDOWN: usize = core::mem::offset_of!(Tls, free_countdown)
 pub const TLS_REAL_MALLOC: usize = core::mem::offset_of!(Tls, real_malloc);
 pub const TLS_REAL_FREE: usize = core::mem::offset_of!(Tls, real_free);
 const _: () = assert!(TLS_REAL_FREE + 8 <= 64);
+// Read by every full hook as it leaves, beside `in_hook`.
+const _: () = assert!(core::mem::offset_of!(Tls, pending_signal) < 64);
+
+/// Leaves the recorder on this thread (`in_hook` back to `was`); from the
+/// outermost level, acts on a terminating signal that arrived meanwhile.
+#[inline(always)]
+pub fn leave_recorder(t: &Tls, was: bool) {
+    t.in_hook.set(was);
+    if !was && t.pending_signal.get() != 0 {
+        crate::signals::deferred();
+    }
+}
 
 // The thread-local block, in initial-exec TLS.
 //
@@ -379,7 +394,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
     }
     retire(st);
     t.state.set(DEAD);
-    t.in_hook.set(was);
+    leave_recorder(t, was);
 }
 
 /// Folds a finished thread's counters into `retired`.
