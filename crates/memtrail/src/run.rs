@@ -277,9 +277,15 @@ fn resolve_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
 /// (`PT_INTERP`), i.e. statically linked. Read by hand: three fields of the
 /// ELF header and the program headers' types, which is all it takes.
 fn elf_without_interpreter(path: &Path) -> bool {
-    let Ok(bytes) = std::fs::read(path) else {
+    use std::io::Read;
+    // The header and the program headers sit at the start of the file
+    // (right after the 64-byte header, in practice): no need to read a
+    // large static binary whole.
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut bytes));
+    if read.is_err() {
         return false;
-    };
+    }
     let field = |at: usize, n: usize| -> Option<u64> {
         let b = bytes.get(at..at + n)?;
         Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64))
