@@ -257,16 +257,30 @@ fn sampling_estimates_are_within_ten_percent() {
             err * 100.0
         );
     }
-    // Every block is freed: each sampled block's free found it (the lean
-    // `free` skips only blocks its filter says were not sampled), so each
-    // stack's estimated frees equal its estimated allocations, nothing is
-    // left alive and no sampled block is reported as a leak.
+    // Every block of the three sites is freed: each sampled block's free
+    // found it (the lean `free` skips only blocks its filter says were not
+    // sampled), so each such stack's estimated frees equal its estimated
+    // allocations, nothing is left alive and no such block is reported as
+    // a leak. (stdio's buffer, which `puts` allocates and never frees, is
+    // sampled in about one run in 128; it is left out.)
+    let sites = ["site_big", "site_page", "site_small"];
+    let mut checked = 0;
     for s in &sampled.stacks {
+        if !sites.contains(&function_of(&sampled, &s.stack).as_str()) {
+            continue;
+        }
+        checked += 1;
         assert_eq!(s.infos.free.sum, s.infos.alloc.sum, "{:?}", s.stack);
         assert_eq!(s.infos.free.count, s.infos.alloc.count);
         assert_eq!(s.infos.alive_req, 0);
     }
-    assert!(sampled.leaks.is_empty(), "{} leaks", sampled.leaks.len());
+    assert!(checked >= 3, "stacks of the three sites: {checked}");
+    let site_leaks = sampled
+        .leaks
+        .iter()
+        .filter(|l| sites.contains(&function_of(&sampled, &l.stack).as_str()))
+        .count();
+    assert_eq!(site_leaks, 0, "leaks at the three sites");
     // Call counts and bytes per function are exact in both modes (they cost
     // nothing).
     let (m, e) = (&sampled.threads[0].stats, &exact.threads[0].stats);
