@@ -12,6 +12,10 @@ pub struct Config {
     /// pid of the `memtrail run` process: the profiled program is its child.
     pub parent: i32,
     pub sample_every: u64,
+    /// Where the dump goes (`MEMTRAIL_DIR`), read at start-up: a program
+    /// may clear its environment before it ends (`clearenv`, Python's
+    /// `os.environ.clear()`), and its profile must not go with it.
+    pub dir: Option<&'static core::ffi::CStr>,
 }
 
 pub const DEFAULT: Config = Config {
@@ -20,6 +24,7 @@ pub const DEFAULT: Config = Config {
     follow: true,
     parent: 0,
     sample_every: 0,
+    dir: None,
 };
 
 /// What `get` answers until `load` has run.
@@ -72,12 +77,21 @@ pub fn parse(s: &[u8]) -> Config {
 pub fn load() {
     // SAFETY: getenv with a NUL-terminated name; it does not allocate.
     let p = unsafe { libc::getenv(c"MEMTRAIL_OPTS".as_ptr()) };
-    let c = if p.is_null() {
+    let mut c = if p.is_null() {
         DEFAULT
     } else {
         // SAFETY: getenv returns a NUL-terminated string.
         parse(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
     };
+    // SAFETY: as above.
+    let d = unsafe { libc::getenv(c"MEMTRAIL_DIR".as_ptr()) };
+    if !d.is_null() {
+        // SAFETY: getenv returns a NUL-terminated string; the copy lives
+        // for the process's life, like the config.
+        let copy: &'static core::ffi::CStr =
+            alloc::boxed::Box::leak(unsafe { core::ffi::CStr::from_ptr(d) }.into());
+        c.dir = Some(copy);
+    }
     CONFIG.store(
         alloc::boxed::Box::into_raw(alloc::boxed::Box::new(c)),
         Ordering::Release,

@@ -185,8 +185,8 @@ pub fn write(why: &str) {
         unsafe { libc::close(fd) };
         if e.sink.err != 0 {
             stderr_line(&alloc::format!(
-                "memtrail: cannot write profile data to {path}: os error {}\n",
-                e.sink.err
+                "memtrail: cannot write profile data to {path}: {}\n",
+                describe(e.sink.err)
             ));
         }
     }
@@ -371,14 +371,7 @@ fn encode(e: &mut Encoder<FileSink>) {
 /// Creates `$MEMTRAIL_DIR/PID.mtraw` (or PID.N.mtraw if taken); None when
 /// there is no directory or the file cannot be created (said on stderr).
 fn open_dump() -> Option<(i32, String)> {
-    // SAFETY: getenv with a NUL-terminated name.
-    let dir = unsafe { libc::getenv(c"MEMTRAIL_DIR".as_ptr()) };
-    if dir.is_null() {
-        return None;
-    }
-    // SAFETY: NUL-terminated from getenv.
-    let dir =
-        String::from_utf8_lossy(unsafe { core::ffi::CStr::from_ptr(dir) }.to_bytes()).into_owned();
+    let dir = String::from_utf8_lossy(config::get().dir?.to_bytes()).into_owned();
     // SAFETY: no preconditions.
     let pid = unsafe { libc::getpid() };
     for attempt in 0..100 {
@@ -388,6 +381,30 @@ fn open_dump() -> Option<(i32, String)> {
             alloc::format!("{dir}/{pid}.{attempt}.mtraw")
         };
         path.push('\0');
+        let created = create(&path);
+        path.pop();
+        match created {
+            Ok(fd) => return Some((fd, path)),
+            Err(libc::EEXIST) => {}
+            Err(err) => {
+                stderr_line(&alloc::format!(
+                    "memtrail: cannot write profile data to {path}: {}\n",
+                    describe(err)
+                ));
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// Creates the NUL-terminated `path` for writing: its fd, or errno.
+///
+/// A program that ends with all the files its limit allows open (one that
+/// leaks descriptors) would leave no profile: then the soft limit is raised
+/// by one, within the hard limit, for the time of the `open`.
+fn create(path: &str) -> Result<i32, i32> {
+    let open = || {
         // SAFETY: path is NUL-terminated.
         let fd = unsafe {
             libc::open(
@@ -396,18 +413,62 @@ fn open_dump() -> Option<(i32, String)> {
                 0o644,
             )
         };
-        path.pop();
-        if fd >= 0 {
-            return Some((fd, path));
-        }
         // SAFETY: errno location is valid.
-        let err = unsafe { *libc::__errno_location() };
-        if err != libc::EEXIST {
-            stderr_line(&alloc::format!(
-                "memtrail: cannot write profile data to {path}: os error {err}\n"
-            ));
-            return None;
+        (fd >= 0)
+            .then_some(fd)
+            .ok_or(unsafe { *libc::__errno_location() })
+    };
+    match open() {
+        Err(libc::EMFILE) => {
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: lim is writable.
+            if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+                || lim.rlim_cur >= lim.rlim_max
+            {
+                return Err(libc::EMFILE);
+            }
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_cur + 1,
+                rlim_max: lim.rlim_max,
+            };
+            // SAFETY: valid limits, within the hard one.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+                return Err(libc::EMFILE);
+            }
+            let r = open();
+            // The program's limit again; the open fd outlives it, as any
+            // fd opened under a higher limit does.
+            // SAFETY: the limits read above.
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+            r
         }
+        r => r,
     }
-    None
+}
+
+/// What `errno` means, for the one line on stderr: the usual reasons a file
+/// cannot be written, by name (`strerror` is neither thread- nor
+/// signal-safe, and may allocate to translate), and the number otherwise.
+pub fn describe(err: i32) -> String {
+    let what = match err {
+        libc::ENOENT => "no such directory",
+        libc::EACCES | libc::EPERM => "permission denied",
+        libc::EMFILE => "the program has as many files open as its limit allows",
+        libc::ENFILE => "too many files open in the system",
+        libc::ENOSPC => "no space left on the device",
+        libc::EDQUOT => "disk quota exceeded",
+        libc::EROFS => "read-only file system",
+        libc::EFBIG => "file too large",
+        libc::EIO => "input/output error",
+        libc::ENOTDIR => "a part of the path is not a directory",
+        _ => "",
+    };
+    if what.is_empty() {
+        alloc::format!("os error {err}")
+    } else {
+        alloc::format!("{what} (os error {err})")
+    }
 }

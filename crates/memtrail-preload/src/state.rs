@@ -88,8 +88,7 @@ fn start() -> bool {
     // Only under `memtrail run` (which names the dump directory): a program
     // that passes LD_PRELOAD on to a child but trims the rest of its
     // environment must not get dumps in its working directory.
-    // SAFETY: getenv with a NUL-terminated name.
-    let has_dir = !unsafe { libc::getenv(c"MEMTRAIL_DIR".as_ptr()) }.is_null();
+    let has_dir = cfg.dir.is_some();
     let on = has_dir && (cfg.follow || cfg.parent == 0 || ppid == cfg.parent);
     START_TICKS.store(crate::hooks::ticks(), Ordering::Relaxed);
     START_NS.store(crate::dump::now_ns(), Ordering::Relaxed);

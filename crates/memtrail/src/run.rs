@@ -257,7 +257,7 @@ fn why_no_data(program: &std::ffi::OsStr, status: std::process::ExitStatus) -> &
             }
         }
     }
-    "it may be statically linked or setuid, or have run such a program with exec"
+    "unless a line above says why: it may be statically linked or setuid, or have run such a program with exec"
 }
 
 /// The file `Command` runs for `program`: itself when it holds a slash,

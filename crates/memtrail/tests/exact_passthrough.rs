@@ -99,3 +99,86 @@ fn death_by_signal_is_reported_as_a_shell_does() {
     // The one malloc(40) of the program, freed.
     assert_eq!(p.mem_stats.size_map.get(&40), Some(&1));
 }
+
+fn hostile(dir: &Scratch) -> std::path::PathBuf {
+    let exe = dir.join("hostile_end");
+    compile("cc", &["hostile_end.c"], SITE_FLAGS, &exe);
+    exe
+}
+
+/// A program that clears its environment before it ends (daemons,
+/// sandboxes, Python's `os.environ.clear()`) still has its profile, and so
+/// does the child it forks afterwards: the recorder keeps the dump directory
+/// it was given at start-up.
+#[test]
+fn a_program_that_clears_its_environment_keeps_its_profile() {
+    let dir = Scratch::new("clearenv");
+    let exe = hostile(&dir);
+    let out = dir.join("p.json");
+    let o = memtrail_run("dwarf", &out, &exe, &["clearenv"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = memtrail_profile::Profile::from_path(&out).unwrap();
+    assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
+    let children: Vec<_> = std::fs::read_dir(dir.join("p.children"))
+        .expect("the forked child's profile")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(children.len(), 1, "{children:?}");
+    let child = memtrail_profile::Profile::from_path(&children[0]).unwrap();
+    assert_eq!(child.mem_stats.size_map.get(&77), Some(&1));
+}
+
+/// A program that ends with every descriptor its soft limit allows open (one
+/// that leaks them) still has its profile: the recorder raises the soft
+/// limit by one, within the hard limit, to create its dump.
+#[test]
+fn a_program_that_ends_with_no_descriptor_left_keeps_its_profile() {
+    use std::os::unix::process::CommandExt;
+    const SOFT: u64 = 256;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is writable.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    if lim.rlim_max <= SOFT {
+        eprintln!("skipped: the hard limit on open files is {}", lim.rlim_max);
+        return;
+    }
+    let dir = Scratch::new("fdleak");
+    let exe = hostile(&dir);
+    let out = dir.join("p.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtrail"));
+    cmd.args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg("fdleak");
+    // SAFETY: setrlimit is async-signal-safe; only the soft limit moves.
+    unsafe {
+        cmd.pre_exec(move || {
+            let l = libc::rlimit {
+                rlim_cur: SOFT,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let o = cmd.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = memtrail_profile::Profile::from_path(&out).unwrap();
+    assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
+}
