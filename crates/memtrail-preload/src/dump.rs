@@ -8,7 +8,7 @@ use crate::{arena, config, live, modules, stacks, state, UNRECORDED};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use memtrail_wire::{Encoder, Globals, Sink, Tag, VERSION};
 
 static DUMPED: AtomicBool = AtomicBool::new(false);
@@ -173,7 +173,13 @@ pub fn write(why: &str) {
     if !in_signal {
         modules::refresh(false);
     }
-    if let Some((fd, path)) = open_dump() {
+    let file = match reserved() {
+        Reserved::Ready(fd, path) => Some((fd, path)),
+        // Said already; the directory holds this process's file, empty.
+        Reserved::Lost => None,
+        Reserved::None => open_dump(),
+    };
+    if let Some((fd, path)) = file {
         let mut e = Encoder::new(FileSink {
             fd,
             buf: Vec::with_capacity(SINK_BUF),
@@ -368,9 +374,155 @@ fn encode(e: &mut Encoder<FileSink>) {
     e.tag(Tag::End);
 }
 
+/// The dump file of this process, created when it starts recording and
+/// kept open until it ends: by then the program may have changed to a user
+/// that cannot write the directory (a daemon started as root), entered a
+/// `chroot`, or used up its descriptors. -1 when there is none.
+static RESERVED_FD: AtomicI32 = AtomicI32::new(-1);
+/// Its device and inode, to tell it from a file the program put at that
+/// descriptor after closing ours (a daemon's "close every fd").
+static RESERVED_DEV: AtomicU64 = AtomicU64::new(0);
+static RESERVED_INO: AtomicU64 = AtomicU64::new(0);
+/// Its path (a leaked `String`), to open it again where the descriptor was
+/// taken from us.
+static RESERVED_PATH: AtomicPtr<String> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Where the reserved descriptor goes: above the ones a program uses, so it
+/// does not shift the numbers the program's own files get, and not so high
+/// that the kernel grows the process's descriptor table for it.
+const RESERVED_AT: u64 = 1023;
+
+/// Creates this process's dump file and keeps it open (see `RESERVED_FD`):
+/// when recording starts, and in a forked child, whose inherited copy of
+/// its parent's descriptor is closed first. Silent: where it fails, the
+/// dump is created at the end as before, which reports why.
+pub fn reserve() {
+    forget();
+    let _e = crate::sync::ErrnoGuard::new();
+    let Some((fd, path)) = open_dump_quietly() else {
+        return;
+    };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is writable.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        0
+    };
+    let at = RESERVED_AT.min(soft.saturating_sub(1));
+    let fd = if (fd as u64) < at {
+        // SAFETY: fd is ours; F_DUPFD_CLOEXEC takes the lowest free
+        // descriptor at or above `at`.
+        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, at as libc::c_int) };
+        if high >= 0 {
+            // SAFETY: fd is ours, now duplicated.
+            unsafe { libc::close(fd) };
+            high
+        } else {
+            fd
+        }
+    } else {
+        fd
+    };
+    // SAFETY: an all-zero stat is valid; fd is ours.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+        return;
+    }
+    RESERVED_DEV.store(st.st_dev, Ordering::Relaxed);
+    RESERVED_INO.store(st.st_ino, Ordering::Relaxed);
+    let old = RESERVED_PATH.swap(
+        alloc::boxed::Box::into_raw(alloc::boxed::Box::new(path)),
+        Ordering::AcqRel,
+    );
+    if !old.is_null() {
+        // SAFETY: the parent's path, leaked by `Box::into_raw` above.
+        drop(unsafe { alloc::boxed::Box::from_raw(old) });
+    }
+    RESERVED_FD.store(fd, Ordering::Release);
+}
+
+/// In a forked child that is not followed: the parent's dump file is not
+/// its own.
+pub fn forget() {
+    let old = RESERVED_FD.swap(-1, Ordering::AcqRel);
+    if old >= 0 {
+        // SAFETY: the parent's dump file, inherited by this forked child.
+        unsafe { libc::close(old) };
+    }
+}
+
+enum Reserved {
+    /// Open and ready to be written.
+    Ready(i32, String),
+    /// Reserved, but it can no longer be opened (said on stderr).
+    Lost,
+    /// Never reserved.
+    None,
+}
+
+/// The reserved dump file, ready to be written: its descriptor if it still
+/// is ours, else the same file opened again by its path.
+fn reserved() -> Reserved {
+    let fd = RESERVED_FD.swap(-1, Ordering::AcqRel);
+    let path = RESERVED_PATH.load(Ordering::Acquire);
+    if path.is_null() {
+        return Reserved::None;
+    }
+    // SAFETY: leaked in `reserve`, freed only there, before a new one is
+    // stored, which the process that writes its dump does not do again.
+    let path = unsafe { &*path }.clone();
+    if fd >= 0 {
+        // SAFETY: an all-zero stat is valid.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: fstat on any descriptor number is safe.
+        if unsafe { libc::fstat(fd, &mut st) } == 0
+            && st.st_dev == RESERVED_DEV.load(Ordering::Relaxed)
+            && st.st_ino == RESERVED_INO.load(Ordering::Relaxed)
+        {
+            return Reserved::Ready(fd, path);
+        }
+    }
+    // The program closed our descriptor (and maybe reused its number): open
+    // the file again.
+    let mut c = path.clone();
+    c.push('\0');
+    // SAFETY: c is NUL-terminated.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr() as *const _,
+            libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+        )
+    };
+    if fd >= 0 {
+        return Reserved::Ready(fd, path);
+    }
+    // SAFETY: errno location is valid.
+    let err = unsafe { *libc::__errno_location() };
+    stderr_line(&alloc::format!(
+        "memtrail: cannot write profile data to {path}: {}\n",
+        describe(err)
+    ));
+    Reserved::Lost
+}
+
 /// Creates `$MEMTRAIL_DIR/PID.mtraw` (or PID.N.mtraw if taken); None when
 /// there is no directory or the file cannot be created (said on stderr).
 fn open_dump() -> Option<(i32, String)> {
+    create_dump(true)
+}
+
+/// `open_dump` that says nothing on failure.
+fn open_dump_quietly() -> Option<(i32, String)> {
+    create_dump(false)
+}
+
+fn create_dump(say: bool) -> Option<(i32, String)> {
     let dir = String::from_utf8_lossy(config::get().dir?.to_bytes()).into_owned();
     // SAFETY: no preconditions.
     let pid = unsafe { libc::getpid() };
@@ -386,6 +538,7 @@ fn open_dump() -> Option<(i32, String)> {
         match created {
             Ok(fd) => return Some((fd, path)),
             Err(libc::EEXIST) => {}
+            Err(_) if !say => return None,
             Err(err) => {
                 stderr_line(&alloc::format!(
                     "memtrail: cannot write profile data to {path}: {}\n",

@@ -48,7 +48,10 @@ unsafe extern "C" fn child() {
         core::sync::atomic::Ordering::Relaxed,
     );
     if !config::get().follow {
+        crate::dump::forget();
         state::set(state::State::Off);
+    } else if state::get() == state::State::Recording {
+        crate::dump::reserve();
     }
 }
 

@@ -101,6 +101,7 @@ fn start() -> bool {
         }
         fork::install();
         signals::install();
+        crate::dump::reserve();
     }
     set(if on { State::Recording } else { State::Off });
     thread::leave_recorder(t, was);

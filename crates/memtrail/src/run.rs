@@ -487,6 +487,12 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     entries.sort();
     for path in entries {
         let bytes = std::fs::read(&path)?;
+        if bytes.is_empty() {
+            // Created as the process started recording, never written: it
+            // replaced itself with exec (its new image has a file of its
+            // own), was killed by SIGKILL, or still runs.
+            continue;
+        }
         match memtrail_wire::decode(&bytes) {
             Ok(d) => dumps.push(d),
             Err(memtrail_wire::DecodeError::Truncated)

@@ -182,3 +182,69 @@ fn a_program_that_ends_with_no_descriptor_left_keeps_its_profile() {
     let p = memtrail_profile::Profile::from_path(&out).unwrap();
     assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
 }
+
+/// Runs `hostile_end MODE [ARGS]` under memtrail, which must exit 0 and add
+/// nothing to stderr; returns the profile, the child profiles in
+/// `p.children/`, and stdout.
+fn hostile_run(
+    dir: &Scratch,
+    args: &[&str],
+) -> (
+    memtrail_profile::Profile,
+    Vec<memtrail_profile::Profile>,
+    String,
+) {
+    let exe = hostile(dir);
+    let out = dir.join("p.json");
+    let o = memtrail_run("dwarf", &out, &exe, args);
+    assert_eq!(
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).as_ref()),
+        (Some(0), ""),
+        "hostile_end {args:?}: exit code and stderr"
+    );
+    let p = memtrail_profile::Profile::from_path(&out).unwrap();
+    let children = match std::fs::read_dir(dir.join("p.children")) {
+        Ok(d) => d
+            .map(|e| memtrail_profile::Profile::from_path(e.unwrap().path()).unwrap())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    (p, children, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The recorder keeps its dump file open from the start. A program whose
+/// hard limit then leaves it no descriptor at all still has its profile.
+#[test]
+fn a_program_that_lowers_its_hard_descriptor_limit_keeps_its_profile() {
+    let dir = Scratch::new("fdlimit");
+    let (p, _, _) = hostile_run(&dir, &["fdlimit"]);
+    assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
+}
+
+/// A program that puts its own files on every descriptor, the recorder's
+/// included, neither gets the dump written into them (its stderr stays
+/// clean) nor loses its profile: the recorder sees the descriptor is no
+/// longer its file and opens the file again. Its forked child too.
+#[test]
+fn a_program_that_takes_every_descriptor_keeps_its_profile_and_its_files() {
+    let dir = Scratch::new("dup2all");
+    let (p, children, _) = hostile_run(&dir, &["dup2all"]);
+    assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].mem_stats.size_map.get(&77), Some(&1));
+}
+
+/// A program that enters a `chroot` (a daemon's jail) still has its
+/// profile, written through the descriptor kept from the start. Needs root;
+/// elsewhere the program runs without the jail.
+#[test]
+fn a_program_in_a_chroot_keeps_its_profile() {
+    let dir = Scratch::new("chroot");
+    let jail = dir.join("jail");
+    std::fs::create_dir(&jail).unwrap();
+    let (p, _, stdout) = hostile_run(&dir, &["chroot", jail.to_str().unwrap()]);
+    if stdout.contains("no chroot") {
+        eprintln!("skipped the jail: chroot is not permitted here");
+    }
+    assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
+}

@@ -1,17 +1,25 @@
 /* A program that ends in a state hostile to writing its profile, for
- * exact_passthrough.rs. Usage: hostile_end clearenv|fdleak
+ * exact_passthrough.rs. Usage: hostile_end MODE [DIR]
  *
  *   clearenv  clears its whole environment (as daemons and sandboxes do,
  *             and Python's os.environ.clear()), then forks a child that
  *             allocates 77 bytes;
- *   fdleak    opens /dev/null until its descriptor limit is reached.
+ *   fdleak    opens /dev/null until its descriptor limit is reached;
+ *   fdlimit   sets its soft and hard descriptor limits to 3, then opens
+ *             /dev/null until that fails;
+ *   dup2all   puts a copy of stderr on every descriptor from 3 to 1023 (as a
+ *             careless "close every fd" might), then forks a child that
+ *             allocates 77 bytes;
+ *   chroot    enters DIR as its root directory; prints "no chroot" where it
+ *             is not allowed to (not root).
  *
- * Either way it then allocates 123 bytes that it never frees, and exits 0. */
+ * Then it allocates 123 bytes that it never frees, and exits 0. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +43,30 @@ int main(int argc, char **argv) {
             n++;
         if (n == 0)
             return 102;
+    } else if (strcmp(argv[1], "fdlimit") == 0) {
+        struct rlimit r = {3, 3};
+        if (setrlimit(RLIMIT_NOFILE, &r) != 0)
+            return 103;
+        if (open("/dev/null", O_RDONLY) >= 0)
+            return 104;
+    } else if (strcmp(argv[1], "dup2all") == 0) {
+        for (int fd = 3; fd < 1024; fd++)
+            if (dup2(2, fd) != fd)
+                return 105;
+        pid_t pid = fork();
+        if (pid == 0) {
+            void *volatile c = malloc(77);
+            (void)c;
+            exit(0);
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+            return 101;
+    } else if (strcmp(argv[1], "chroot") == 0 && argc > 2) {
+        if (chdir(argv[2]) != 0)
+            return 106;
+        if (chroot(".") != 0)
+            printf("no chroot\n");
     } else {
         return 100;
     }
