@@ -248,3 +248,16 @@ fn a_program_in_a_chroot_keeps_its_profile() {
     }
     assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
 }
+
+/// A daemon started as root that becomes another user, who cannot write
+/// memtrail's directory, still has its profile. Needs root; elsewhere the
+/// program keeps its user.
+#[test]
+fn a_program_that_drops_root_keeps_its_profile() {
+    let dir = Scratch::new("dropuid");
+    let (p, _, stdout) = hostile_run(&dir, &["dropuid"]);
+    if stdout.contains("not root") {
+        eprintln!("skipped the change of user: not run as root");
+    }
+    assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
+}

@@ -10,6 +10,8 @@
  *   dup2all   puts a copy of stderr on every descriptor from 3 to 1023 (as a
  *             careless "close every fd" might), then forks a child that
  *             allocates 77 bytes;
+ *   dropuid   run as root, becomes user and group 65534 (nobody), as
+ *             daemons drop privileges; prints "not root" otherwise;
  *   chroot    enters DIR as its root directory; prints "no chroot" where it
  *             is not allowed to (not root).
  *
@@ -62,6 +64,11 @@ int main(int argc, char **argv) {
         int status = 0;
         if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
             return 101;
+    } else if (strcmp(argv[1], "dropuid") == 0) {
+        if (geteuid() != 0)
+            printf("not root\n");
+        else if (setgid(65534) != 0 || setuid(65534) != 0)
+            return 107;
     } else if (strcmp(argv[1], "chroot") == 0 && argc > 2) {
         if (chdir(argv[2]) != 0)
             return 106;
