@@ -116,12 +116,6 @@ pub fn mix(h: u64, v: u64) -> u64 {
 
 pub const HASH_SEED: u64 = 0x243F_6A88_85A3_08D3;
 
-/// Hash of a leaf-first frame list; must match the incremental root-first
-/// hash kept by the unwinder, so it folds from the root.
-pub fn hash_frames(leaf_first: &[u64]) -> u64 {
-    leaf_first.iter().rev().fold(HASH_SEED, |h, &f| mix(h, f))
-}
-
 /// Looks a stack up by hash, comparing frames with `eq`.
 #[inline]
 pub fn find(hash: u64, eq: &impl Fn(&[u64]) -> bool) -> Option<StackId> {

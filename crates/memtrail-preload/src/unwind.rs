@@ -15,8 +15,9 @@
 //! Recent stacks are also kept whole (`Snapshot`), and a capture that starts
 //! from the same state, with the same words, is one of them.
 //!
-//! All reads are bounded to the thread's stack; a frame whose state cannot be
-//! read ends the walk. Signal frames (glibc's `__restore_rt`) are crossed by
+//! All reads are bounded to the thread's stack (or to a copy of a stack that
+//! is not, see `FOREIGN_FIRST`); a frame whose state cannot be read ends the
+//! walk. Signal frames (glibc's `__restore_rt`) are crossed by
 //! reading the saved registers from the kernel's `ucontext`.
 
 use crate::modules::{self, Fh};
@@ -46,6 +47,52 @@ const BP_RESTORED: u8 = 2;
 /// code built without frame pointers that halves the words a reused stack
 /// is checked against.
 const RA_READ_SHIFT: u8 = 2;
+
+/// Where a capture may read stack words: `[lo, hi)`, at `address + shift`
+/// (0 on the thread's own stack; for a copy of a foreign stack, the copy's
+/// offset from the original), and, unshifted, the thread's own stack
+/// `[own_lo, own_hi)` (empty on the thread's own stack, where `[lo, hi)`
+/// already lies inside it).
+#[derive(Clone, Copy)]
+struct Mem {
+    lo: u64,
+    hi: u64,
+    shift: u64,
+    own_lo: u64,
+    own_hi: u64,
+}
+
+impl Mem {
+    /// The word at `a`, if it may be read.
+    #[inline(always)]
+    fn get(&self, a: u64) -> Option<u64> {
+        if !a.is_multiple_of(8) {
+            return None;
+        }
+        if a >= self.lo && a + 8 <= self.hi {
+            // SAFETY: inside the thread's stack above the hook's frame, or
+            // inside the copy of a foreign stack (`shift`).
+            Some(unsafe { *(a.wrapping_add(self.shift) as *const u64) })
+        } else if a >= self.own_lo && a + 8 <= self.own_hi {
+            // SAFETY: inside this thread's own stack.
+            Some(unsafe { *(a as *const u64) })
+        } else {
+            None
+        }
+    }
+}
+
+/// A stack the hook runs on that is not the thread's own (a coroutine's,
+/// made with `makecontext` or a fiber library, or an alternate signal
+/// stack) is copied, from the hook's frame up, with `process_vm_readv` on
+/// the process itself, which stops at the first unmapped page instead of
+/// faulting: the recorder cannot know the bounds of such a stack, nor keep
+/// them, since it may be freed and its memory reused at any time. First
+/// this much (a copy's cost grows with its pages: 16 KiB cost about 4 us a
+/// capture, 2 KiB about half); where the walk leaves the copy, four times
+/// more, up to `FOREIGN_MAX`.
+const FOREIGN_FIRST: usize = 2 << 10;
+const FOREIGN_MAX: usize = 1 << 20;
 
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct State {
@@ -116,6 +163,10 @@ pub struct Unwind {
     ids: Vec<(u64, StackId)>,
     pub stack_lo: u64,
     pub stack_hi: u64,
+    /// The copy of a foreign stack (see `FOREIGN_FIRST`), grown on demand.
+    foreign: Vec<u64>,
+    /// Set by a step that wanted a word past the end of that copy.
+    past_copy: bool,
 }
 
 type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
@@ -185,6 +236,8 @@ impl Unwind {
             ids: vec![(0, 0); ID_CACHE],
             stack_lo,
             stack_hi,
+            foreign: Vec::new(),
+            past_copy: false,
         }
     }
 
@@ -194,21 +247,15 @@ impl Unwind {
     pub fn capture(&mut self, hook_fp: u64) -> Option<Capture> {
         let (lo, hi) = (hook_fp, self.stack_hi);
         if hook_fp < self.stack_lo || hook_fp + 16 > hi {
-            // Not on this thread's stack (an alternate signal stack): keep
-            // only the immediate caller, which is read from our own frame.
-            // SAFETY: hook_fp is our own hook's frame pointer.
-            let ra = unsafe { *((hook_fp + 8) as *const u64) };
-            self.rec_valid = false;
-            let frames = [ra];
-            let h = stacks::hash_frames(&frames);
-            return stacks::intern(h, 1, &|f: &[u64]| f == frames, |d| {
-                d.copy_from_slice(&frames)
-            })
-            .map(|id| Capture {
-                id,
-                truncated: false,
-            });
+            return self.capture_foreign(hook_fp);
         }
+        let mem = Mem {
+            lo,
+            hi,
+            shift: 0,
+            own_lo: 0,
+            own_hi: 0,
+        };
         // SAFETY: hook_fp is our own frame pointer: [fp] is the caller's bp,
         // [fp+8] the return address into the caller.
         let first = unsafe {
@@ -288,7 +335,7 @@ impl Unwind {
             }
             self.tmp.push(st);
             self.tmp_rd.push(self.tmp_reads.len() as u32);
-            let next = self.step(st, unwinder, lo, hi);
+            let next = self.step(st, unwinder, mem);
             self.tmp_dep.push(self.last_dep);
             match next {
                 Some(next) => st = next,
@@ -312,7 +359,7 @@ impl Unwind {
                             self.tmp_rd.push(self.tmp_reads.len() as u32);
                             // Every later frame uses the new module list too.
                             unwinder = Some(u);
-                            let next = self.step(st, Some(u), lo, hi);
+                            let next = self.step(st, Some(u), mem);
                             self.tmp_dep.push(self.last_dep);
                             if let Some(next) = next {
                                 st = next;
@@ -415,6 +462,124 @@ impl Unwind {
         Some(Capture { id, truncated })
     }
 
+    /// `capture` for a hook running on a stack that is not the thread's own
+    /// (see `FOREIGN_FIRST`): a whole walk over a copy of that stack, which
+    /// may go on into the thread's own stack (from an alternate signal
+    /// stack to the interrupted code). Neither the record nor the snapshots
+    /// are used or kept: their words are read in place, and a foreign stack
+    /// may be gone by the next capture. Where the stack cannot be copied,
+    /// the stack is the immediate caller alone.
+    #[cold]
+    fn capture_foreign(&mut self, hook_fp: u64) -> Option<Capture> {
+        // SAFETY: hook_fp is our own frame pointer: [fp] is the caller's bp,
+        // [fp+8] the return address into the caller.
+        let first = unsafe {
+            State {
+                ra: *((hook_fp + 8) as *const u64),
+                sp: hook_fp + 16,
+                bp: *(hook_fp as *const u64),
+                flags: 0,
+            }
+        };
+        self.rec_valid = false;
+        let unwinder = if self.dwarf {
+            let p = modules::UNWINDER.load(Ordering::Acquire);
+            // SAFETY: published unwinders are never freed.
+            (!p.is_null()).then(|| unsafe { &*p })
+        } else {
+            None
+        };
+        let mut want = FOREIGN_FIRST;
+        loop {
+            let copied = self.copy_foreign(hook_fp, want);
+            let mem = Mem {
+                lo: hook_fp,
+                hi: hook_fp + copied as u64,
+                shift: (self.foreign.as_ptr() as u64).wrapping_sub(hook_fp),
+                own_lo: self.stack_lo,
+                own_hi: self.stack_hi,
+            };
+            self.tmp.clear();
+            self.tmp_rd.clear();
+            self.tmp_dep.clear();
+            self.tmp_reads.clear();
+            self.past_copy = false;
+            let mut st = first;
+            let mut truncated = false;
+            loop {
+                if self.tmp.len() == self.max_depth {
+                    truncated = true;
+                    break;
+                }
+                self.tmp.push(st);
+                self.tmp_rd.push(self.tmp_reads.len() as u32);
+                match self.step(st, unwinder, mem) {
+                    Some(next) => st = next,
+                    None => break,
+                }
+            }
+            // The walk wanted more of a stack that was copied whole so far.
+            if self.past_copy && copied == want {
+                if want < FOREIGN_MAX {
+                    want = (want * 4).min(FOREIGN_MAX);
+                    continue;
+                }
+                // Cut at the largest copy.
+                truncated = true;
+            }
+            let n = self.tmp.len();
+            let tmp = &self.tmp;
+            let h = tmp
+                .iter()
+                .rev()
+                .fold(HASH_SEED, |h, s| stacks::mix(h, s.ra));
+            // Frames are stored leaf first, as `tmp` holds them; the hash
+            // folds from the root, as the record's does.
+            let eq = |f: &[u64]| f.len() == n && f.iter().zip(tmp.iter()).all(|(a, s)| *a == s.ra);
+            return stacks::intern(h, n, &eq, |dst| {
+                for (d, s) in dst.iter_mut().zip(tmp.iter()) {
+                    *d = s.ra;
+                }
+            })
+            .map(|id| Capture { id, truncated });
+        }
+    }
+
+    /// Copies up to `want` bytes of this process's memory from `from` into
+    /// `foreign`; returns how many were readable (at least the hook's own
+    /// frame, 16 bytes).
+    fn copy_foreign(&mut self, from: u64, want: usize) -> usize {
+        if self.foreign.len() < want / 8 {
+            self.foreign.resize(want / 8, 0);
+        }
+        // Not past the end of the page range: up to the top of the address
+        // space the kernel would refuse the whole read.
+        let want = want.min((u64::MAX - from) as usize) & !7;
+        let local = libc::iovec {
+            iov_base: self.foreign.as_mut_ptr() as *mut _,
+            iov_len: want,
+        };
+        let remote = libc::iovec {
+            iov_base: from as *mut _,
+            iov_len: want,
+        };
+        let _e = crate::sync::ErrnoGuard::new();
+        // SAFETY: the local buffer holds `want` bytes; the kernel checks the
+        // remote range and stops at its first unmapped page.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n >= 16 {
+            return (n as usize) & !7;
+        }
+        // Not allowed (a seccomp filter...): the hook's own frame, which is
+        // ours to read.
+        // SAFETY: hook_fp's two words are our own frame.
+        unsafe {
+            self.foreign[0] = *(from as *const u64);
+            self.foreign[1] = *((from + 8) as *const u64);
+        }
+        16
+    }
+
     /// Whether every stack word read while unwinding record frames 0..=p
     /// still holds the value that was read.
     ///
@@ -461,20 +626,26 @@ impl Unwind {
 
     /// Unwinds one frame; logs every stack word read into tmp_reads.
     #[inline]
-    fn step(&mut self, st: State, unwinder: Option<&Fh>, lo: u64, hi: u64) -> Option<State> {
+    fn step(&mut self, st: State, unwinder: Option<&Fh>, mem: Mem) -> Option<State> {
         self.last_dep = BP_DEP;
         let ci = if unwinder.is_some() {
             self.cache_index(st.ra)
         } else {
             0
         };
+        let (lo, hi) = (mem.lo, mem.hi);
         let reads = &mut self.tmp_reads;
+        let past_copy = &mut self.past_copy;
         let mut read = |a: u64| -> Result<u64, ()> {
-            if a < lo || a + 8 > hi || !a.is_multiple_of(8) || reads.len() >= reads.capacity() {
+            if reads.len() >= reads.capacity() {
                 return Err(());
             }
-            // SAFETY: inside this thread's stack, above the hook's frame.
-            let v = unsafe { *(a as *const u64) };
+            let Some(v) = mem.get(a) else {
+                if mem.shift != 0 && a >= hi {
+                    *past_copy = true;
+                }
+                return Err(());
+            };
             reads.push((a, v));
             Ok(v)
         };
@@ -548,15 +719,12 @@ impl Unwind {
         let log = &self.tmp_reads;
         let mut same_reads = true;
         let mut read2 = |a: u64| -> Result<u64, ()> {
-            if a < lo || a + 8 > hi || !a.is_multiple_of(8) {
-                return Err(());
-            }
+            let v = mem.get(a).ok_or(())?;
             if log.get(k).map(|e| e.0) != Some(a) {
                 same_reads = false;
             }
             k += 1;
-            // SAFETY: inside this thread's stack, above the hook's frame.
-            Ok(unsafe { *(a as *const u64) })
+            Ok(v)
         };
         let r2 = u.unwind_frame(addr, &mut regs2, &mut self.caches[ci], &mut read2);
         let out2 = match r2 {
