@@ -256,16 +256,7 @@ impl Unwind {
             own_lo: 0,
             own_hi: 0,
         };
-        // SAFETY: hook_fp is our own frame pointer: [fp] is the caller's bp,
-        // [fp+8] the return address into the caller.
-        let first = unsafe {
-            State {
-                ra: *((hook_fp + 8) as *const u64),
-                sp: hook_fp + 16,
-                bp: *(hook_fp as *const u64),
-                flags: 0,
-            }
-        };
+        let first = first_state(hook_fp);
         self.tmp.clear();
         self.tmp_rd.clear();
         self.tmp_dep.clear();
@@ -471,16 +462,7 @@ impl Unwind {
     /// the stack is the immediate caller alone.
     #[cold]
     fn capture_foreign(&mut self, hook_fp: u64) -> Option<Capture> {
-        // SAFETY: hook_fp is our own frame pointer: [fp] is the caller's bp,
-        // [fp+8] the return address into the caller.
-        let first = unsafe {
-            State {
-                ra: *((hook_fp + 8) as *const u64),
-                sp: hook_fp + 16,
-                bp: *(hook_fp as *const u64),
-                flags: 0,
-            }
-        };
+        let first = first_state(hook_fp);
         self.rec_valid = false;
         let unwinder = if self.dwarf {
             let p = modules::UNWINDER.load(Ordering::Acquire);
@@ -795,6 +777,21 @@ unsafe fn words_unchanged(reads: &[(u64, u64)]) -> bool {
         }
     }
     quads.remainder().iter().all(|r| differs(r) == 0)
+}
+
+/// The state of the hook's caller, from the hook's frame pointer.
+#[inline(always)]
+fn first_state(hook_fp: u64) -> State {
+    // SAFETY: hook_fp is our own hook's frame pointer: [fp] is the caller's
+    // bp, [fp+8] the return address into the caller.
+    unsafe {
+        State {
+            ra: *((hook_fp + 8) as *const u64),
+            sp: hook_fp + 16,
+            bp: *(hook_fp as *const u64),
+            flags: 0,
+        }
+    }
 }
 
 /// Equal states, comparing bp only where it can change what follows.

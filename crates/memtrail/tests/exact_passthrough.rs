@@ -113,24 +113,10 @@ fn hostile(dir: &Scratch) -> std::path::PathBuf {
 #[test]
 fn a_program_that_clears_its_environment_keeps_its_profile() {
     let dir = Scratch::new("clearenv");
-    let exe = hostile(&dir);
-    let out = dir.join("p.json");
-    let o = memtrail_run("dwarf", &out, &exe, &["clearenv"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let p = memtrail_profile::Profile::from_path(&out).unwrap();
+    let (p, children, _) = hostile_run(&dir, &["clearenv"]);
     assert_eq!(p.mem_stats.size_map.get(&123), Some(&1));
-    let children: Vec<_> = std::fs::read_dir(dir.join("p.children"))
-        .expect("the forked child's profile")
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(children.len(), 1, "{children:?}");
-    let child = memtrail_profile::Profile::from_path(&children[0]).unwrap();
-    assert_eq!(child.mem_stats.size_map.get(&77), Some(&1));
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].mem_stats.size_map.get(&77), Some(&1));
 }
 
 /// A program that ends with every descriptor its soft limit allows open (one

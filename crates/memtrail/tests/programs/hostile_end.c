@@ -25,19 +25,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Forks a child that allocates 77 bytes and exits 0; waits for it. */
+static int fork_a_child(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *volatile c = malloc(77);
+        (void)c;
+        exit(0);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && status == 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2)
         return 100;
     if (strcmp(argv[1], "clearenv") == 0) {
         clearenv();
-        pid_t pid = fork();
-        if (pid == 0) {
-            void *volatile c = malloc(77);
-            (void)c;
-            exit(0);
-        }
-        int status = 0;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+        if (!fork_a_child())
             return 101;
     } else if (strcmp(argv[1], "fdleak") == 0) {
         int n = 0;
@@ -55,14 +60,7 @@ int main(int argc, char **argv) {
         for (int fd = 3; fd < 1024; fd++)
             if (dup2(2, fd) != fd)
                 return 105;
-        pid_t pid = fork();
-        if (pid == 0) {
-            void *volatile c = malloc(77);
-            (void)c;
-            exit(0);
-        }
-        int status = 0;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+        if (!fork_a_child())
             return 101;
     } else if (strcmp(argv[1], "dropuid") == 0) {
         if (geteuid() != 0)
