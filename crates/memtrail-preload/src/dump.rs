@@ -605,7 +605,7 @@ fn create(path: &str) -> Result<i32, i32> {
 /// What `errno` means, for the one line on stderr: the usual reasons a file
 /// cannot be written, by name (`strerror` is neither thread- nor
 /// signal-safe, and may allocate to translate), and the number otherwise.
-pub fn describe(err: i32) -> String {
+fn describe(err: i32) -> String {
     let what = match err {
         libc::ENOENT => "no such directory",
         libc::EACCES | libc::EPERM => "permission denied",
