@@ -45,8 +45,9 @@ enum Command {
         no_follow: bool,
         /// Sample instead of recording every allocation: on average one
         /// sample per BYTES allocated (Poisson sampling by bytes); counts and
-        /// bytes in the profile are then estimates.
-        #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+        /// bytes in the profile are then estimates. BYTES may end in K, M or G
+        /// (KiB, MiB, GiB): 512K is 524288.
+        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
         sample_every: Option<u64>,
         /// Once the program has ended, how long to wait for the processes
         /// it started that still run (they write their profile data as they
@@ -249,5 +250,47 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         _ => Err(format!(
             "`{s}` is not a number of seconds between 0 and 86400"
         )),
+    }
+}
+
+/// A byte count: digits, optionally followed by K, M or G (powers of 1024,
+/// also written KiB/KB, MiB/MB, GiB/GB, in either case), at least 1.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let bad = || format!("`{s}` is not a byte count (such as 4096, 512K, 1M, 1G)");
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(bad()),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    match n.checked_mul(1 << shift) {
+        Some(v) if v >= 1 => Ok(v),
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_take_binary_suffixes() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("512K"), Ok(524_288));
+        assert_eq!(parse_bytes("512k"), Ok(524_288));
+        assert_eq!(parse_bytes("512KiB"), Ok(524_288));
+        assert_eq!(parse_bytes("1M"), Ok(1 << 20));
+        assert_eq!(parse_bytes("2mb"), Ok(2 << 20));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert_eq!(parse_bytes("7B"), Ok(7));
+        for bad in ["", "0", "0K", "K", "1.5M", "-4", "12X", "1T", "99999999999999999999G"] {
+            let e = parse_bytes(bad).unwrap_err();
+            assert!(e.contains("not a byte count"), "{bad}: {e}");
+        }
     }
 }

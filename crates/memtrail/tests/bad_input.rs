@@ -346,6 +346,10 @@ fn bad_run_option_value_is_refused() {
         &["run", "--max-depth", "0", "--", "sh", "-c", "{touch}"],
         "0",
     );
+    refused(
+        &["run", "--sample-every", "12X", "--", "sh", "-c", "{touch}"],
+        "12X",
+    );
 }
 
 #[test]

@@ -226,7 +226,7 @@ fn sampling_estimates_are_within_ten_percent() {
     let dir = Scratch::new("opt-sampling");
     let exe = build(&dir);
     let exact = run(&dir, &exe, &[], &["sampling"]);
-    let sampled = run(&dir, &exe, &["--sample-every", "524288"], &["sampling"]);
+    let sampled = run(&dir, &exe, &["--sample-every", "512K"], &["sampling"]);
     assert_eq!(
         sampled.memtrail.as_ref().unwrap().sample_every,
         Some(524288)
