@@ -126,6 +126,11 @@ pub struct Unwind {
     // The record, root first.
     rec: Vec<State>,
     rec_hash: Vec<u64>,
+    /// The record's return addresses leaf first, as the stack table keeps
+    /// them, so that a stack of the table is compared with one `==`: they
+    /// fill `rec_ra[rec_ra_at..]`, the root in the last slot.
+    rec_ra: Vec<u64>,
+    rec_ra_at: usize,
     rec_rd: Vec<u32>, // reads of frame i are reads[rec_rd[i]..rec_rd[i+1]]
     /// `rec_min[i]`: the lowest address read for frames 0..=i.
     rec_min: Vec<u64>,
@@ -213,6 +218,8 @@ impl Unwind {
             dwarf,
             rec: Vec::with_capacity(max_depth + 1),
             rec_hash: Vec::with_capacity(max_depth + 1),
+            rec_ra: vec![0; max_depth + 1],
+            rec_ra_at: max_depth + 1,
             rec_rd: Vec::with_capacity(max_depth + 2),
             rec_min: Vec::with_capacity(max_depth + 1),
             reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
@@ -381,6 +388,7 @@ impl Unwind {
         self.rec_dep.truncate(keep);
         self.rec_bp_matters.truncate(keep);
         self.rec_hash.truncate(keep);
+        self.rec_ra_at = self.rec_ra.len() - keep;
         self.rec_rd.truncate(keep);
         self.rec_min.truncate(keep);
         self.reads.truncate(keep_reads);
@@ -413,22 +421,21 @@ impl Unwind {
             self.rec_dep.push(dep);
             self.rec.push(s);
             self.rec_hash.push(h);
+            self.rec_ra_at -= 1;
+            self.rec_ra[self.rec_ra_at] = s.ra;
         }
         self.rec_rd.push(self.reads.len() as u32);
         // A truncated stack has no root; it cannot be continued next time.
         self.rec_valid = !truncated;
         let n = self.rec.len();
-        let rec = &self.rec;
-        let eq =
-            |f: &[u64]| f.len() == n && f.iter().zip(rec.iter().rev()).all(|(a, s)| *a == s.ra);
+        let rec = &self.rec_ra[self.rec_ra_at..];
+        let eq = |f: &[u64]| f == rec;
         let slot = (h as usize) % ID_CACHE;
         let id = if self.ids[slot].0 == h && eq(stacks::frames(stacks::entry(self.ids[slot].1))) {
             self.ids[slot].1
         } else {
             let Some(id) = stacks::intern(h, n, &eq, |dst| {
-                for (d, s) in dst.iter_mut().zip(rec.iter().rev()) {
-                    *d = s.ra;
-                }
+                dst.copy_from_slice(rec);
             }) else {
                 // Out of memory for stacks: forget the record, so that the
                 // next capture does not return a stale id for it.
@@ -575,7 +582,7 @@ impl Unwind {
             // SAFETY: inside this thread's stack, above our own frame.
             unsafe { words_unchanged(reads) }
         } else {
-            reads.iter().all(|&(a, v)| {
+            reads.iter().rev().all(|&(a, v)| {
                 // SAFETY: bounded to the thread's stack above our own frame.
                 a >= lo && a + 8 <= hi && unsafe { *(a as *const u64) } == v
             })
@@ -770,7 +777,8 @@ impl Unwind {
 unsafe fn words_unchanged(reads: &[(u64, u64)]) -> bool {
     // SAFETY: forwarded to the caller.
     let differs = |&(a, v): &(u64, u64)| unsafe { *(a as *const u64) } ^ v;
-    let mut quads = reads.chunks_exact(4);
+    // From the leaf end: a stack that changed most likely changed there.
+    let mut quads = reads.rchunks_exact(4);
     for q in &mut quads {
         if differs(&q[0]) | differs(&q[1]) | differs(&q[2]) | differs(&q[3]) != 0 {
             return false;
