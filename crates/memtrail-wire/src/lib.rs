@@ -417,12 +417,7 @@ impl<S: Sink> Encoder<S> {
     /// A `Stack` record for `frames` (leaf first), written against `prev`,
     /// the frames of the previous `Stack` record (empty for the first).
     pub fn stack(&mut self, id: u64, frames: &[u64], prev: &[u64]) {
-        let shared = frames
-            .iter()
-            .rev()
-            .zip(prev.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
+        let shared = common_suffix(frames, prev);
         self.tag(Tag::Stack);
         self.u(id);
         self.u(frames.len() as u64);
@@ -468,9 +463,58 @@ impl<S: Sink> Encoder<S> {
     }
 }
 
+/// How many last elements `a` and `b` have in common (the outer frames two
+/// stacks share), compared eight at a time: consecutive stacks of a deep
+/// program share a hundred frames.
+fn common_suffix(a: &[u64], b: &[u64]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut shared = 0;
+    for (x, y) in a.rchunks_exact(8).zip(b.rchunks_exact(8)) {
+        if x != y {
+            break;
+        }
+        shared += 8;
+    }
+    shared
+        + a[..n - shared]
+            .iter()
+            .rev()
+            .zip(b[..n - shared].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count()
+}
+
 #[cfg(test)]
-mod registry_tests {
+mod tests {
     use super::*;
+
+    #[test]
+    fn common_suffix_counts_the_shared_outer_frames() {
+        let naive = |a: &[u64], b: &[u64]| {
+            a.iter()
+                .rev()
+                .zip(b.iter().rev())
+                .take_while(|(x, y)| x == y)
+                .count()
+        };
+        let base: std::vec::Vec<u64> = (0..40).collect();
+        for la in 0..=20 {
+            for lb in 0..=20 {
+                for cut in 0..=20 {
+                    // a and b: the last `cut` of base, after their own heads.
+                    let mut a: std::vec::Vec<u64> = (100..100 + la as u64).collect();
+                    let mut b: std::vec::Vec<u64> = (200..200 + lb as u64).collect();
+                    a.extend_from_slice(&base[40 - cut..]);
+                    b.extend_from_slice(&base[40 - cut..]);
+                    assert_eq!(common_suffix(&a, &b), naive(&a, &b), "{la} {lb} {cut}");
+                    assert_eq!(common_suffix(&a, &b), cut);
+                }
+            }
+        }
+        assert_eq!(common_suffix(&[], &[1]), 0);
+        assert_eq!(common_suffix(&[1, 2, 3], &[2, 3]), 2);
+    }
 
     fn bytes(magic: u64, entry_size: u32, frames_offset: u32) -> [u8; StackRegistry::SIZE] {
         let mut b = [0u8; StackRegistry::SIZE];
