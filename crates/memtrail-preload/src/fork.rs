@@ -2,34 +2,56 @@
 //! lock of the recorder is taken before the fork and released on both sides.
 //! The child keeps a copy of the parent's history up to the fork and writes
 //! its own profile (or stops recording when children are not followed).
+//!
+//! A fork from a signal handler may find a lock held by the forking thread
+//! itself: a hook that the signal interrupted took it, and releases it when
+//! the handler returns (in the parent, and in the child, whose thread is the
+//! same). Waiting for it would never end; it is left to its holder, on both
+//! sides. (glibc takes no allocator lock to fork a single-threaded process,
+//! so such a program forks from a handler safely without memtrail.)
 
+use crate::sync::RawSpin;
 use crate::{arena, config, live, modules, stacks, state, thread};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Every lock of the recorder, in the order they are taken.
+fn locks() -> impl Iterator<Item = &'static RawSpin> {
+    [
+        thread::REGISTRY.raw(),
+        stacks::INSERT.raw(),
+        modules::REBUILD_LOCK.raw(),
+        modules::SEEN.raw(),
+    ]
+    .into_iter()
+    .chain(live::SHARD_TABLE.iter().map(|s| s.0.raw()))
+    .chain([thread::ORPHAN.raw(), arena::ARENA_LOCK.raw()])
+}
+
+const LOCKS: usize = 4 + live::SHARD_TABLE.len() + 2;
+
+/// Locks `prepare` left to a frame below it on the forking thread, by their
+/// place in `locks()`.
+static LEFT: [AtomicU64; LOCKS.div_ceil(64)] = [const { AtomicU64::new(0) }; LOCKS.div_ceil(64)];
 
 unsafe extern "C" fn prepare() {
-    thread::REGISTRY.raw_lock();
-    stacks::INSERT.raw_lock();
-    modules::REBUILD_LOCK.raw_lock();
-    modules::SEEN.raw_lock();
-    for s in live::SHARD_TABLE.iter() {
-        s.0.raw_lock();
+    for (i, l) in locks().enumerate() {
+        let bit = 1u64 << (i % 64);
+        if l.held_here() {
+            LEFT[i / 64].fetch_or(bit, Ordering::Relaxed);
+        } else {
+            LEFT[i / 64].fetch_and(!bit, Ordering::Relaxed);
+            l.lock();
+        }
     }
-    thread::ORPHAN.raw_lock();
-    arena::ARENA_LOCK.raw_lock();
 }
 
 unsafe fn release() {
-    // SAFETY: all taken in `prepare` by this thread (or, in the child, by a
-    // thread that no longer exists).
-    unsafe {
-        arena::ARENA_LOCK.raw_unlock();
-        thread::ORPHAN.raw_unlock();
-        for s in live::SHARD_TABLE.iter() {
-            s.0.raw_unlock();
+    for (i, l) in locks().enumerate() {
+        if LEFT[i / 64].load(Ordering::Relaxed) & (1u64 << (i % 64)) == 0 {
+            // SAFETY: taken in `prepare` by this thread (or, in the child,
+            // by the thread that forked, which is this one).
+            unsafe { l.unlock() };
         }
-        modules::SEEN.raw_unlock();
-        modules::REBUILD_LOCK.raw_unlock();
-        stacks::INSERT.raw_unlock();
-        thread::REGISTRY.raw_unlock();
     }
 }
 

@@ -2,17 +2,26 @@
 //!
 //! std's `Mutex` is fine in most code, but here a lock must never allocate,
 //! must be usable before anything is initialized, and must be forcibly
-//! released in a forked child (see `fork.rs`), so it is a plain atomic flag.
+//! released in a forked child (see `fork.rs`), so it is a plain atomic word.
+//! The word holds its holder's thread pointer (0 when free), so that a
+//! thread can tell a lock it holds itself: one that a frame of the recorder
+//! took before a signal handler interrupted it on this thread, and that
+//! only that frame can release (see `fork.rs`, `try_lock_for`).
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// The lock word alone, for code that handles locks of any type.
+pub struct RawSpin {
+    holder: AtomicUsize,
+}
 
 pub struct SpinLock<T> {
-    locked: AtomicBool,
+    raw: RawSpin,
     data: UnsafeCell<T>,
 }
 
-// SAFETY: access to `data` is serialized by `locked`.
+// SAFETY: access to `data` is serialized by `raw`.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
@@ -20,26 +29,36 @@ pub struct Guard<'a, T> {
     lock: &'a SpinLock<T>,
 }
 
-impl<T> SpinLock<T> {
-    pub const fn new(v: T) -> Self {
-        SpinLock {
-            locked: AtomicBool::new(false),
-            data: UnsafeCell::new(v),
+/// This thread's pointer (`fs:0` on x86-64 Linux): non-zero, and distinct
+/// for every running thread; a forked child's thread keeps its parent's.
+#[inline(always)]
+fn me() -> usize {
+    let p: usize;
+    // SAFETY: reads the thread pointer, which is always set.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            p = out(reg) p,
+            options(pure, readonly, nostack, preserves_flags)
+        )
+    };
+    p
+}
+
+impl RawSpin {
+    pub const fn new() -> Self {
+        RawSpin {
+            holder: AtomicUsize::new(0),
         }
     }
 
     #[inline]
-    pub fn lock(&self) -> Guard<'_, T> {
-        self.raw_lock();
-        Guard { lock: self }
-    }
-
-    #[inline]
-    pub fn raw_lock(&self) {
+    pub fn lock(&self) {
+        let me = me();
         let mut spins = 0u32;
         while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .holder
+            .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             spins += 1;
@@ -53,16 +72,64 @@ impl<T> SpinLock<T> {
         }
     }
 
+    #[inline]
+    fn try_lock(&self) -> bool {
+        self.holder
+            .compare_exchange(0, me(), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Whether this thread holds the lock: a frame below the caller on
+    /// this thread's stack took it (the caller is a signal handler, or runs
+    /// in one), and the lock cannot be had until that frame goes on.
+    #[inline]
+    pub fn held_here(&self) -> bool {
+        self.holder.load(Ordering::Relaxed) == me()
+    }
+
+    /// # Safety
+    /// Only for a lock taken by this thread, or in a forked child where the
+    /// holder no longer exists.
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        self.holder.store(0, Ordering::Release);
+    }
+}
+
+impl<T> SpinLock<T> {
+    pub const fn new(v: T) -> Self {
+        SpinLock {
+            raw: RawSpin::new(),
+            data: UnsafeCell::new(v),
+        }
+    }
+
+    /// The lock word alone.
+    pub fn raw(&self) -> &RawSpin {
+        &self.raw
+    }
+
+    #[inline]
+    pub fn lock(&self) -> Guard<'_, T> {
+        self.raw.lock();
+        Guard { lock: self }
+    }
+
+    #[inline]
+    pub fn raw_lock(&self) {
+        self.raw.lock();
+    }
+
     /// Tries for a bounded time; used where the holder may never come back
     /// (a fatal signal handler interrupting the holder on the same thread).
+    /// A lock this thread holds itself is refused at once.
     pub fn try_lock_for(&self, attempts: u32) -> Option<Guard<'_, T>> {
         for _ in 0..attempts {
-            if self
-                .locked
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
+            if self.raw.try_lock() {
                 return Some(Guard { lock: self });
+            }
+            if self.raw.held_here() {
+                return None;
             }
             // SAFETY: no preconditions.
             unsafe { libc::sched_yield() };
@@ -75,7 +142,8 @@ impl<T> SpinLock<T> {
     /// child where the holder no longer exists.
     #[inline]
     pub unsafe fn raw_unlock(&self) {
-        self.locked.store(false, Ordering::Release);
+        // SAFETY: forwarded to the caller.
+        unsafe { self.raw.unlock() };
     }
 
     /// Access without the lock.
@@ -106,7 +174,8 @@ impl<T> core::ops::DerefMut for Guard<'_, T> {
 
 impl<T> Drop for Guard<'_, T> {
     fn drop(&mut self) {
-        self.lock.locked.store(false, Ordering::Release);
+        // SAFETY: the guard holds the lock.
+        unsafe { self.lock.raw.unlock() };
     }
 }
 

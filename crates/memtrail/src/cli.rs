@@ -288,7 +288,17 @@ mod tests {
         assert_eq!(parse_bytes("2mb"), Ok(2 << 20));
         assert_eq!(parse_bytes("1G"), Ok(1 << 30));
         assert_eq!(parse_bytes("7B"), Ok(7));
-        for bad in ["", "0", "0K", "K", "1.5M", "-4", "12X", "1T", "99999999999999999999G"] {
+        for bad in [
+            "",
+            "0",
+            "0K",
+            "K",
+            "1.5M",
+            "-4",
+            "12X",
+            "1T",
+            "99999999999999999999G",
+        ] {
             let e = parse_bytes(bad).unwrap_err();
             assert!(e.contains("not a byte count"), "{bad}: {e}");
         }

@@ -150,6 +150,49 @@ fn fork_while_threads_allocate_does_not_deadlock() {
 }
 
 #[test]
+fn fork_in_a_signal_handler_that_interrupted_the_recorder_does_not_deadlock() {
+    // The handler's fork runs memtrail's fork preparation, which takes every
+    // lock of the recorder, while the interrupted hook below it may hold
+    // one of them (a shard of the live table, mostly): that lock must be
+    // left to its holder, not waited for (this hung within a second).
+    // Children not followed (many forks), then followed (each child writes
+    // a profile, from an _exit in the handler, with a lock the interrupted
+    // hook still holds).
+    for (tag, extra, forks, follow) in [
+        ("opt-fork-handler-off", &["--no-follow"][..], "300", false),
+        ("opt-fork-handler", &[][..], "40", true),
+    ] {
+        let dir = Scratch::new(tag);
+        let exe = build(&dir);
+        let out = dir.join("p.json");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtrail"));
+        cmd.args(["run", "-q", "-o"])
+            .arg(&out)
+            .args(extra)
+            .arg("--")
+            .arg(&exe)
+            .args(["fork-in-handler", forks]);
+        let o = common::output_within(cmd, std::time::Duration::from_secs(60));
+        assert!(
+            o.status.success(),
+            "{tag}: {}\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let forked: usize = stdout
+            .strip_prefix("forks=")
+            .and_then(|s| s.strip_suffix("\nok\n"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{tag}: {stdout:?}"));
+        assert!(forked >= forks.parse().unwrap(), "{tag}: {forked}");
+        assert!(Profile::from_path(&out).is_ok(), "{tag}");
+        let found = std::fs::read_dir(dir.join("p.children")).map_or(0, |d| d.count());
+        assert_eq!(found, if follow { forked } else { 0 }, "{tag}");
+    }
+}
+
+#[test]
 fn vfork_child_leaving_through_exit_leaves_the_parent_recording() {
     let dir = Scratch::new("opt-vfork");
     let exe = build(&dir);

@@ -107,9 +107,8 @@ pub fn memtrail_run<S: AsRef<OsStr>>(
         .expect("cannot run memtrail")
 }
 
-/// `memtrail_run`, for a program that might hang under the recorder: run in
-/// a process group of its own, which is killed (memtrail and the program)
-/// when it has not ended after `limit`; the test then fails saying so.
+/// `memtrail_run`, for a program that might hang under the recorder (see
+/// `output_within`).
 pub fn memtrail_run_within<S: AsRef<OsStr>>(
     stack: &str,
     out: &Path,
@@ -117,13 +116,23 @@ pub fn memtrail_run_within<S: AsRef<OsStr>>(
     args: &[S],
     limit: std::time::Duration,
 ) -> Output {
-    use std::os::unix::process::CommandExt;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memtrail"))
-        .args(["run", "-q", "--stack", stack, "-o"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtrail"));
+    cmd.args(["run", "-q", "--stack", stack, "-o"])
         .arg(out)
         .arg("--")
         .arg(program)
-        .args(args)
+        .args(args);
+    output_within(cmd, limit)
+}
+
+/// The output of `cmd` (a `memtrail run` of a program that might hang under
+/// the recorder), run in a process group of its own, which is killed
+/// (memtrail and the program) when it has not ended after `limit`; the
+/// test then fails saying so.
+pub fn output_within(mut cmd: Command, limit: std::time::Duration) -> Output {
+    use std::os::unix::process::CommandExt;
+    let what = format!("{cmd:?}");
+    let mut child = cmd
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -137,8 +146,7 @@ pub fn memtrail_run_within<S: AsRef<OsStr>>(
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
             panic!(
-                "{} still ran under memtrail after {} s: it hangs (killed)",
-                program.display(),
+                "{what} still ran after {} s: it hangs (killed)",
                 limit.as_secs()
             );
         }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <errno.h>
@@ -64,6 +65,25 @@ static void on_tick(int sig) {
 
 static pthread_barrier_t done;
 
+/* SIGALRM handler of "fork-in-handler": forks a child that allocates and
+ * leaves through _exit, and waits for it. */
+static volatile long forks;
+static volatile int fork_failed;
+static void fork_on_alarm(int sig) {
+    (void)sig;
+    int saved = errno;
+    pid_t c = fork();
+    if (c == 0) {
+        free(malloc(200));
+        _exit(0);
+    }
+    int st;
+    if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fork_failed = 1;
+    forks++;
+    errno = saved;
+}
+
 /* 100000 pairs, then (for the still-running threads) waits for good. */
 static void *pairs_then(void *park) {
     for (int i = 0; i < 100000; i++) free(malloc(24 + (i & 127)));
@@ -103,6 +123,27 @@ int main(int argc, char **argv) {
             if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 5;
         }
         for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    } else if (!strcmp(what, "fork-in-handler")) {
+        /* A 2 ms timer whose handler forks interrupts a single-threaded
+         * allocation loop (the recorder's hooks, with their locks held, at
+         * arbitrary instructions) until at least argv[2] children have
+         * ended; prints how many (a slow handler runs again as it returns,
+         * before the loop looks at the count). glibc
+         * takes no allocator lock to fork a single-threaded process, so
+         * this works without the recorder. */
+        long n = argc > 2 ? atol(argv[2]) : 0;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = fork_on_alarm;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGALRM, &sa, NULL);
+        struct itimerval it = {{0, 2000}, {0, 2000}};
+        setitimer(ITIMER_REAL, &it, NULL);
+        for (long i = 0; forks < n; i++) free(malloc(24 + (i & 255)));
+        memset(&it, 0, sizeof it);
+        setitimer(ITIMER_REAL, &it, NULL);
+        if (fork_failed) return 6;
+        printf("forks=%ld\n", forks);
     } else if (!strcmp(what, "vfork")) {
         /* The child runs on the parent's memory until it execs; this exec
          * fails and the child leaves through _exit. The parent must go on
