@@ -133,7 +133,12 @@ unsafe impl GlobalAlloc for Arena {
             return map(page_round(layout.size()));
         };
         let size = 16usize << c;
-        let mut g = ARENA_LOCK.lock();
+        let Some(mut g) = ARENA_LOCK.lock_unless_held_here() else {
+            // A signal handler's call (writing the profile from `_exit`)
+            // while a frame of this thread holds the lock below it: pages
+            // of its own, which a later `dealloc` may put on a free list.
+            return map(page_round(size));
+        };
         let head = g.free[c];
         if !head.is_null() {
             // SAFETY: blocks on a free list are ours and at least 16 bytes.
@@ -161,7 +166,11 @@ unsafe impl GlobalAlloc for Arena {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
-                let mut g = ARENA_LOCK.lock();
+                // Kept (not reused) when freed under a frame of this
+                // thread that holds the lock (see `alloc`).
+                let Some(mut g) = ARENA_LOCK.lock_unless_held_here() else {
+                    return;
+                };
                 let b = ptr as *mut FreeBlock;
                 // SAFETY: the block is ours, at least 16 bytes, and no longer used.
                 unsafe { (*b).next = g.free[c] };

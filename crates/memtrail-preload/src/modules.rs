@@ -215,9 +215,15 @@ fn current_loader_gen() -> u64 {
 }
 
 /// Rebuilds the unwinder from the loader's current module list if it changed.
+///
+/// Not while this thread is in the middle of a refresh already (a signal
+/// handler that interrupted one writes the profile from `_exit`): the list
+/// stays as it was.
 pub fn refresh(force: bool) {
     let _e = crate::sync::ErrnoGuard::new();
-    let _g = REBUILD_LOCK.lock();
+    let Some(_g) = REBUILD_LOCK.lock_unless_held_here() else {
+        return;
+    };
     let gen = current_loader_gen();
     if !force && gen == LOADER_GEN.load(Ordering::Acquire) {
         return;

@@ -120,6 +120,30 @@ impl<T> SpinLock<T> {
         self.raw.lock();
     }
 
+    /// The lock, unless this thread holds it already (see
+    /// `RawSpin::held_here`): waiting for it would never end. For the paths
+    /// that a signal handler can reach while a frame of the recorder below
+    /// it holds a lock (writing the profile from an `_exit` in a handler).
+    #[inline]
+    pub fn lock_unless_held_here(&self) -> Option<Guard<'_, T>> {
+        let mut spins = 0u32;
+        loop {
+            if self.raw.try_lock() {
+                return Some(Guard { lock: self });
+            }
+            if self.raw.held_here() {
+                return None;
+            }
+            spins += 1;
+            if spins < 64 {
+                core::hint::spin_loop();
+            } else {
+                // SAFETY: sched_yield has no preconditions; it cannot fail.
+                unsafe { libc::sched_yield() };
+            }
+        }
+    }
+
     /// Tries for a bounded time; used where the holder may never come back
     /// (a fatal signal handler interrupting the holder on the same thread).
     /// A lock this thread holds itself is refused at once.

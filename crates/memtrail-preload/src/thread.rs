@@ -545,9 +545,20 @@ pub fn init_key() {
 }
 
 /// Runs `f` on every thread state (live, ended) and the retired and orphan ones.
+///
+/// When a frame of this thread below the caller holds the registry (the
+/// profile written from an `_exit` in a signal handler that interrupted a
+/// thread's start or end), the list is read without the lock: states are
+/// linked in whole and never unlinked, and no other thread can change it
+/// meanwhile. The retired state, which may be half merged, is left out.
 pub fn for_each_state(mut f: impl FnMut(&ThreadState)) {
-    let reg = REGISTRY.lock();
-    let mut p = reg.head;
+    let reg = REGISTRY.lock_unless_held_here();
+    // SAFETY: the lock is held, or held by a frame of this thread that
+    // cannot run until this returns (see above); only read here.
+    let r = reg
+        .as_deref()
+        .unwrap_or_else(|| unsafe { &*REGISTRY.get_unchecked() });
+    let mut p = r.head;
     while !p.is_null() {
         // SAFETY: registered states are never freed.
         let s = unsafe { &*p };
@@ -562,7 +573,7 @@ pub fn for_each_state(mut f: impl FnMut(&ThreadState)) {
         f(s);
         p = s.next;
     }
-    if let Some(r) = reg.retired.as_deref() {
+    if let Some(r) = reg.as_ref().and_then(|g| g.retired.as_deref()) {
         f(r);
     }
     drop(reg);

@@ -193,6 +193,41 @@ fn fork_in_a_signal_handler_that_interrupted_the_recorder_does_not_deadlock() {
 }
 
 #[test]
+fn exit_from_a_signal_handler_that_interrupted_the_recorder_writes_the_profile() {
+    // The handler's _exit writes the profile while the hook below it is in
+    // the middle of refreshing the module list after a dlclose (the handler
+    // leaves when it interrupts the recorder's code there), holding the
+    // refresh's locks: waiting for them hung the process, and SIGTERM could
+    // not end it. (Or at the latest at tick 5000, 0.1 s.)
+    let dir = Scratch::new("opt-exit-handler");
+    let exe = build(&dir);
+    let out = dir.join("p.json");
+    for round in 0..10 {
+        let at = 5000;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtrail"));
+        cmd.args(["run", "-q", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe)
+            .args(["exit-in-handler", &at.to_string()]);
+        let o = common::output_within(cmd, std::time::Duration::from_secs(60));
+        assert_eq!(
+            o.status.code(),
+            Some(7),
+            "round {round}: {}\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let p = Profile::from_path(&out).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(
+            p.memtrail.as_ref().unwrap().exit.code,
+            Some(7),
+            "round {round}"
+        );
+    }
+}
+
+#[test]
 fn vfork_child_leaving_through_exit_leaves_the_parent_recording() {
     let dir = Scratch::new("opt-vfork");
     let exe = build(&dir);

@@ -11,6 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <errno.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <ucontext.h>
 #include <malloc.h>
 #include <stdint.h>
 
@@ -64,6 +67,35 @@ static void on_tick(int sig) {
 }
 
 static pthread_barrier_t done;
+
+/* SIGPROF handler of "exit-in-handler": ends the process with _exit(7)
+ * when it interrupts the recorder's code a second time inside one dlclose
+ * (where the hook refreshes its module list), or at tick argv[2]. */
+static volatile long exit_ticks, exit_at = 1;
+static volatile int in_dlclose, recorder_ticks;
+static uintptr_t recorder_lo, recorder_hi;
+static void exit_on_tick(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    (void)si;
+    uintptr_t pc = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+    /* The second tick in the recorder within one dlclose: past the start
+     * of the hook, most likely inside the refresh. */
+    if (in_dlclose && pc >= recorder_lo && pc < recorder_hi && ++recorder_ticks == 2) _exit(7);
+    if (++exit_ticks == exit_at) _exit(7);
+}
+static int find_recorder(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    if (!strstr(info->dlpi_name, "libmemtrail_preload")) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            recorder_lo = info->dlpi_addr + ph->p_vaddr;
+            recorder_hi = recorder_lo + ph->p_memsz;
+        }
+    }
+    return 1;
+}
 
 /* SIGALRM handler of "fork-in-handler": forks a child that allocates and
  * leaves through _exit, and waits for it. */
@@ -144,6 +176,35 @@ int main(int argc, char **argv) {
         setitimer(ITIMER_REAL, &it, NULL);
         if (fork_failed) return 6;
         printf("forks=%ld\n", forks);
+    } else if (!strcmp(what, "exit-in-handler")) {
+        /* A 20 us timer whose handler leaves through _exit interrupts a
+         * loop that loads and unloads a library (the recorder's module
+         * refresh, with its locks held) and allocates; the process must
+         * end with the handler's code. Prints nothing. */
+        exit_at = argc > 2 ? atol(argv[2]) : 1;
+        dl_iterate_phdr(find_recorder, NULL);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = exit_on_tick;
+        sa.sa_flags = SA_RESTART | SA_SIGINFO;
+        sigaction(SIGPROF, &sa, NULL);
+        struct sigevent ev;
+        memset(&ev, 0, sizeof ev);
+        ev.sigev_notify = SIGEV_SIGNAL;
+        ev.sigev_signo = SIGPROF;
+        timer_t timer;
+        if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0) return 23;
+        struct itimerspec its = {{0, 20000}, {0, 20000}};
+        timer_settime(timer, 0, &its, NULL);
+        for (;;) {
+            void *h = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+            if (!h) return 24;
+            free(malloc(100));
+            recorder_ticks = 0;
+            in_dlclose = 1;
+            dlclose(h);
+            in_dlclose = 0;
+        }
     } else if (!strcmp(what, "vfork")) {
         /* The child runs on the parent's memory until it execs; this exec
          * fails and the child leaves through _exit. The parent must go on
