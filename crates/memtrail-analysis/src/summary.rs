@@ -124,6 +124,10 @@ pub struct Recording {
     /// Allocator functions the program's executable defines itself, whose
     /// calls the recorder could not see, and the file that defines them.
     pub unhooked: Option<(Vec<String>, String)>,
+    /// Allocator calls passed through unrecorded: made while the recorder
+    /// was busy on the same thread (a signal handler's, or every call after
+    /// a handler jumped out of the recorder).
+    pub unrecorded: u64,
 }
 
 /// Every figure of the summary.
@@ -283,6 +287,7 @@ impl Summary {
                     .unhooked
                     .as_ref()
                     .map(|u| (u.functions.clone(), u.by.clone())),
+                unrecorded: e.unrecorded_events,
             }),
         }
     }
@@ -596,6 +601,15 @@ impl fmt::Display for Summary {
                         "calls of {} ({} defines them itself, before memtrail's: they are missing from this profile)",
                         functions.join(", "),
                         basename(by)
+                    ),
+                ]);
+            }
+            if r.unrecorded > 0 {
+                head.push(vec![
+                    "Not recorded".to_owned(),
+                    format!(
+                        "{} made while the recorder was busy on the same thread (in a signal handler, or after a handler jumped out of the recorder with longjmp): counted, missing from every figure below",
+                        plural(r.unrecorded, "allocator call", "allocator calls")
                     ),
                 ]);
             }

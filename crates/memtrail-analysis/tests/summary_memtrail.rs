@@ -145,6 +145,24 @@ fn memtrail_figures() {
 }
 
 #[test]
+fn unrecorded_calls_are_said_only_when_there_are_some() {
+    let exit = || ExitInfo {
+        code: Some(0),
+        signal: None,
+    };
+    let opts = SummaryOptions { top: 10 };
+    let text = Summary::from_profile(&built(exit()), &opts).to_string();
+    assert!(!text.contains("Not recorded"), "{text}");
+    let mut p = built(exit());
+    p.memtrail.as_mut().unwrap().unrecorded_events = 14_639_812;
+    let text = Summary::from_profile(&p, &opts).to_string();
+    assert!(
+        text.contains("Not recorded     14639812 allocator calls made while the recorder was busy on the same thread"),
+        "{text}"
+    );
+}
+
+#[test]
 fn exit_by_signal_and_unknown_frames() {
     let p = built(ExitInfo {
         code: None,
