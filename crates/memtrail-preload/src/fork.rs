@@ -33,13 +33,20 @@ const LOCKS: usize = 4 + live::SHARD_TABLE.len() + 2;
 /// place in `locks()`.
 static LEFT: [AtomicU64; LOCKS.div_ceil(64)] = [const { AtomicU64::new(0) }; LOCKS.div_ceil(64)];
 
+/// The word of `LEFT` for lock `i`, and its bit.
+fn left(i: usize) -> (&'static AtomicU64, u64) {
+    (&LEFT[i / 64], 1u64 << (i % 64))
+}
+
 unsafe extern "C" fn prepare() {
+    // `LOCKS` counts `locks()` (checked where the tests fork, in debug builds).
+    debug_assert_eq!(locks().count(), LOCKS);
     for (i, l) in locks().enumerate() {
-        let bit = 1u64 << (i % 64);
+        let (word, bit) = left(i);
         if l.held_here() {
-            LEFT[i / 64].fetch_or(bit, Ordering::Relaxed);
+            word.fetch_or(bit, Ordering::Relaxed);
         } else {
-            LEFT[i / 64].fetch_and(!bit, Ordering::Relaxed);
+            word.fetch_and(!bit, Ordering::Relaxed);
             l.lock();
         }
     }
@@ -47,7 +54,8 @@ unsafe extern "C" fn prepare() {
 
 unsafe fn release() {
     for (i, l) in locks().enumerate() {
-        if LEFT[i / 64].load(Ordering::Relaxed) & (1u64 << (i % 64)) == 0 {
+        let (word, bit) = left(i);
+        if word.load(Ordering::Relaxed) & bit == 0 {
             // SAFETY: taken in `prepare` by this thread (or, in the child,
             // by the thread that forked, which is this one).
             unsafe { l.unlock() };
