@@ -68,6 +68,32 @@ static void on_tick(int sig) {
 
 static pthread_barrier_t done;
 
+/* Installs `handler` (or, when given, the SA_SIGINFO `action`) for `sig`,
+ * with SA_RESTART. */
+static void handle(int sig, void (*handler)(int), void (*action)(int, siginfo_t *, void *)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_flags = SA_RESTART;
+    if (action) {
+        sa.sa_sigaction = action;
+        sa.sa_flags |= SA_SIGINFO;
+    } else {
+        sa.sa_handler = handler;
+    }
+    sigaction(sig, &sa, NULL);
+}
+
+/* A timer sending `sig` every `ns` nanoseconds. */
+static int start_timer(int sig, long ns, timer_t *timer) {
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_SIGNAL;
+    ev.sigev_signo = sig;
+    if (timer_create(CLOCK_MONOTONIC, &ev, timer) != 0) return -1;
+    struct itimerspec its = {{0, ns}, {0, ns}};
+    return timer_settime(*timer, 0, &its, NULL);
+}
+
 /* SIGPROF handler of "exit-in-handler": ends the process with _exit(7)
  * when it interrupts the recorder's code a second time inside one dlclose
  * (where the hook refreshes its module list), or at tick argv[2]. */
@@ -160,20 +186,15 @@ int main(int argc, char **argv) {
          * allocation loop (the recorder's hooks, with their locks held, at
          * arbitrary instructions) until at least argv[2] children have
          * ended; prints how many (a slow handler runs again as it returns,
-         * before the loop looks at the count). glibc
-         * takes no allocator lock to fork a single-threaded process, so
-         * this works without the recorder. */
+         * before the loop looks at the count). glibc takes no allocator
+         * lock to fork a single-threaded process, so this works without
+         * the recorder. */
         long n = argc > 2 ? atol(argv[2]) : 0;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = fork_on_alarm;
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGALRM, &sa, NULL);
-        struct itimerval it = {{0, 2000}, {0, 2000}};
-        setitimer(ITIMER_REAL, &it, NULL);
+        handle(SIGALRM, fork_on_alarm, NULL);
+        timer_t timer;
+        if (start_timer(SIGALRM, 2000000, &timer) != 0) return 23;
         for (long i = 0; forks < n; i++) free(malloc(24 + (i & 255)));
-        memset(&it, 0, sizeof it);
-        setitimer(ITIMER_REAL, &it, NULL);
+        timer_delete(timer);
         if (fork_failed) return 6;
         printf("forks=%ld\n", forks);
     } else if (!strcmp(what, "exit-in-handler")) {
@@ -183,19 +204,9 @@ int main(int argc, char **argv) {
          * end with the handler's code. Prints nothing. */
         exit_at = argc > 2 ? atol(argv[2]) : 1;
         dl_iterate_phdr(find_recorder, NULL);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = exit_on_tick;
-        sa.sa_flags = SA_RESTART | SA_SIGINFO;
-        sigaction(SIGPROF, &sa, NULL);
-        struct sigevent ev;
-        memset(&ev, 0, sizeof ev);
-        ev.sigev_notify = SIGEV_SIGNAL;
-        ev.sigev_signo = SIGPROF;
+        handle(SIGPROF, NULL, exit_on_tick);
         timer_t timer;
-        if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0) return 23;
-        struct itimerspec its = {{0, 20000}, {0, 20000}};
-        timer_settime(timer, 0, &its, NULL);
+        if (start_timer(SIGPROF, 20000, &timer) != 0) return 23;
         for (;;) {
             void *h = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
             if (!h) return 24;
@@ -273,19 +284,9 @@ int main(int argc, char **argv) {
         /* argv[2] pairs under a 20 us timer whose handler allocates; prints
          * how many times the handler ran. */
         long n = argc > 2 ? atol(argv[2]) : 0;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_tick;
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGPROF, &sa, NULL);
-        struct sigevent ev;
-        memset(&ev, 0, sizeof ev);
-        ev.sigev_notify = SIGEV_SIGNAL;
-        ev.sigev_signo = SIGPROF;
+        handle(SIGPROF, on_tick, NULL);
         timer_t timer;
-        if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0) return 23;
-        struct itimerspec its = {{0, 20000}, {0, 20000}};
-        timer_settime(timer, 0, &its, NULL);
+        if (start_timer(SIGPROF, 20000, &timer) != 0) return 23;
         for (long i = 0; i < n; i++) free(malloc(24 + (i & 7)));
         timer_delete(timer);
         signal(SIGPROF, SIG_IGN);
