@@ -267,6 +267,9 @@ fn on_alloc(
     }
     if stackless() {
         ps.alive += bw as i64;
+        // Blocks carry no time: only a call whose duration is measured
+        // read the clock, and its lifetime alone must not be counted.
+        t0 = 0;
     } else {
         ps.add_alive(id, bw as i64);
     }
@@ -319,7 +322,9 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
     let (cw, bw) = weights(e);
     let ps = st.stacks.get(e.stack);
     ps.t.free.add_weighted(e.size, cw, bw);
-    if now != 0 {
+    // A block without a time (`--stack none`) has no lifetime, even when
+    // this free's own duration is measured and `now` was read for it.
+    if now != 0 && e.time != 0 {
         let lt = now.wrapping_sub(e.time).min(i64::MAX as u64);
         ps.t.lifetime.add_weighted(lt, cw, lt.saturating_mul(cw));
     }

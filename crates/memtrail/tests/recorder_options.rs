@@ -252,6 +252,25 @@ fn vfork_child_leaving_through_exit_leaves_the_parent_recording() {
 }
 
 #[test]
+fn every_freed_block_has_a_lifetime_except_without_a_clock() {
+    // `--stack none` reads no clock per event, so its blocks have no
+    // lifetime; the one call in 64 whose duration is measured must not add
+    // one either (it did, measured from time 0).
+    let dir = Scratch::new("opt-lifetimes");
+    let exe = build(&dir);
+    for (extra, timed) in [(&[][..], true), (&["--stack", "none"][..], false)] {
+        let (p, out) = run_out(&dir, &exe, extra, &["signal-counts", "3000"]);
+        assert!(out.ends_with("ok\n"), "{extra:?}: {out}");
+        let freed: u64 = p.stacks.iter().map(|s| s.infos.free.count).sum();
+        assert!(freed >= 3000, "{extra:?}: {freed} frees");
+        for s in p.stacks.iter() {
+            let want = if timed { s.infos.free.count } else { 0 };
+            assert_eq!(s.infos.lifetime.count, want, "{extra:?}");
+        }
+    }
+}
+
+#[test]
 fn errno_and_return_values_are_the_allocators() {
     let dir = Scratch::new("opt-errno");
     let exe = build(&dir);
