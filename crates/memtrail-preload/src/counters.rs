@@ -163,7 +163,9 @@ impl StackMap {
     pub fn get(&mut self, id: StackId) -> &mut PerStack {
         let key = id + 1;
         if self.last_key == key {
-            return &mut self.vals[self.last as usize];
+            // SAFETY: `last` is set only to positions of `vals`, which
+            // never shrinks; `last_key` 0 (never a key) guards the start.
+            return unsafe { self.vals.get_unchecked_mut(self.last as usize) };
         }
         let mask = self.slots.len() - 1;
         let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;

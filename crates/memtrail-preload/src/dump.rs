@@ -336,17 +336,13 @@ fn encode(e: &mut Encoder<FileSink>) {
     // Leaks: blocks still alive, grouped by stack.
     let mut leaks: Vec<(u64, u64)> = vec![(0, 0); n];
     let mut alive_total = 0u64;
-    for shard in live::SHARD_TABLE.iter() {
-        if let Some(t) = shard.0.try_lock_for(1000) {
-            t.for_each(|b| {
-                if let Some(l) = leaks.get_mut(b.stack as usize) {
-                    l.0 += 1;
-                    l.1 += b.size;
-                }
-                alive_total += b.size;
-            });
+    live::for_each_block(|b| {
+        if let Some(l) = leaks.get_mut(b.stack as usize) {
+            l.0 += 1;
+            l.1 += b.size;
         }
-    }
+        alive_total += b.size;
+    });
     for (id, &(c, b)) in leaks.iter().enumerate() {
         if c > 0 {
             e.tag(Tag::Leak);

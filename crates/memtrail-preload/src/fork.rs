@@ -21,13 +21,14 @@ fn locks() -> impl Iterator<Item = &'static RawSpin> {
         stacks::INSERT.raw(),
         modules::REBUILD_LOCK.raw(),
         modules::SEEN.raw(),
+        live::YOUNG_LOCK.raw(),
     ]
     .into_iter()
     .chain(live::SHARD_TABLE.iter().map(|s| s.0.raw()))
     .chain([thread::ORPHAN.raw(), arena::ARENA_LOCK.raw()])
 }
 
-const LOCKS: usize = 4 + live::SHARD_TABLE.len() + 2;
+const LOCKS: usize = 5 + live::SHARD_TABLE.len() + 2;
 
 /// Locks `prepare` left to a frame below it on the forking thread, by their
 /// place in `locks()`.

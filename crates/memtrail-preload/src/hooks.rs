@@ -151,32 +151,45 @@ fn enter_with(create: bool) -> Option<Hook> {
         return None;
     }
     t.in_hook.set(true);
-    let mut st = if create {
+    let st = if create {
         thread::current(t)
     } else {
         thread::existing(t)
     };
-    let mut orphan = false;
+    let h = if thread::is_live(st) {
+        Hook {
+            tls,
+            st,
+            orphan: false,
+            calls: core::ptr::null_mut(),
+        }
+    } else {
+        orphan_hook(t, st)
+    };
+    // SAFETY: st is this thread's state or the locked orphan.
+    unsafe { (*h.st).busy.store(true, Ordering::Relaxed) };
+    Some(h)
+}
+
+/// `enter` on a thread with no state of its own (none yet, or retired):
+/// the shared orphan state, under its lock.
+#[cold]
+#[inline(never)]
+fn orphan_hook(t: &Tls, st: *mut ThreadState) -> Hook {
     let calls = if thread::is_dead(st) {
         t.retired.get()
     } else {
         core::ptr::null_mut()
     };
-    if thread::is_dead(st) || st.is_null() {
-        thread::ORPHAN.raw_lock();
-        // SAFETY: we hold the orphan lock.
-        let o = unsafe { thread::ORPHAN.get_unchecked() };
-        st = &mut **o.get_or_insert_with(thread::new_orphan) as *mut ThreadState;
-        orphan = true;
-    }
-    // SAFETY: st is this thread's state or the locked orphan.
-    unsafe { (*st).busy.store(true, Ordering::Relaxed) };
-    Some(Hook {
-        tls,
-        st,
-        orphan,
+    thread::ORPHAN.raw_lock();
+    // SAFETY: we hold the orphan lock.
+    let o = unsafe { thread::ORPHAN.get_unchecked() };
+    Hook {
+        tls: t,
+        st: &mut **o.get_or_insert_with(thread::new_orphan) as *mut ThreadState,
+        orphan: true,
         calls,
-    })
+    }
 }
 
 /// Counts an event that happened where recording was impossible.

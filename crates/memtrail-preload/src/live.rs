@@ -12,6 +12,7 @@
 use crate::arena;
 use crate::sync::SpinLock;
 use core::ptr::null_mut;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 pub const SHARDS: usize = 256;
 
@@ -32,7 +33,12 @@ pub struct Entry {
 pub struct Probe {
     slots: *mut Entry,
     mask: usize,
-    len: usize,
+    /// 32 bits (a shard never holds 4 G blocks), so that a shard's lock and
+    /// both its tables' fields share one cache line.
+    len: u32,
+    /// `len` at which the table is full (3/4 of its slots; 0 when it has
+    /// none), so that the check on every insert is one comparison.
+    limit: u32,
 }
 
 /// Blocks of one shard: a table whose slots follow the address order (see
@@ -60,11 +66,14 @@ const MAX_SHIFT: usize = 16;
 #[repr(align(64))]
 pub struct Shard(pub SpinLock<Table>);
 
+const _: () = assert!(core::mem::size_of::<Shard>() == 64);
+
 #[allow(clippy::declare_interior_mutable_const)] // only used to initialize the array
 const EMPTY_PROBE: Probe = Probe {
     slots: null_mut(),
     mask: 0,
     len: 0,
+    limit: 0,
 };
 const EMPTY_ENTRY: Entry = Entry {
     addr: 0,
@@ -95,8 +104,10 @@ fn far_hash(addr: u64) -> usize {
 /// neighbouring blocks share a shard while threads' arenas spread out.
 #[inline(always)]
 pub fn shard_of(addr: u64) -> &'static Shard {
-    let w = addr >> 16;
-    &SHARD_TABLE[((w ^ (w >> 8) ^ (w >> 16)) & 0xff) as usize]
+    // The top 8 bits of the window's number times an odd constant: every
+    // bit of the number moves them.
+    let w = (addr >> 16).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    &SHARD_TABLE[(w >> 56) as usize]
 }
 
 /// Where an insert into a bounded table ends.
@@ -123,17 +134,23 @@ impl Probe {
     /// Whether one more entry needs a bigger table (kept at most 3/4 full).
     #[inline(always)]
     fn full(&self) -> bool {
-        (self.len + 1) * 4 > self.cap() * 3
+        self.len >= self.limit
+    }
+
+    /// An empty table over `slots`, `cap` of them (a power of two).
+    fn over(slots: *mut Entry, cap: usize) -> Probe {
+        Probe {
+            slots,
+            mask: cap - 1,
+            len: 0,
+            limit: (cap / 4 * 3) as u32,
+        }
     }
 
     /// An empty table of `cap` slots, or None when memory ran out.
     fn with_cap(cap: usize) -> Option<Probe> {
         let slots = Self::alloc_slots(cap);
-        (!slots.is_null()).then_some(Probe {
-            slots,
-            mask: cap - 1,
-            len: 0,
-        })
+        (!slots.is_null()).then(|| Probe::over(slots, cap))
     }
 
     fn release(&mut self) {
@@ -256,7 +273,10 @@ impl Table {
     /// (for tests/live_table.rs).
     #[allow(dead_code)]
     pub fn len(&self) -> (usize, usize) {
-        (self.near.len + self.far.len, self.far.len)
+        (
+            (self.near.len + self.far.len) as usize,
+            self.far.len as usize,
+        )
     }
 
     /// Inserts; returns false if memory for the table ran out.
@@ -323,11 +343,7 @@ impl Table {
         if slots.is_null() {
             return false;
         }
-        self.near = Probe {
-            slots,
-            mask: 2 * old - 1,
-            len: 0,
-        };
+        self.near = Probe::over(slots, 2 * old);
         let mut wrapped = [EMPTY_ENTRY; MAX_SHIFT];
         let mut n_wrapped = 0;
         // A block sits at most MAX_SHIFT slots past its home, so one that
@@ -399,12 +415,137 @@ impl Table {
     }
 }
 
+/// Blocks allocated last while the process has one thread, in a small
+/// direct-mapped array before the shards: most blocks die young (a
+/// temporary object, a buffer freed by the next line), and one that dies
+/// here never costs a shard's hash, probe and backward shift. A block whose
+/// slot is wanted by a newer one moves on to its shard.
+///
+/// Only a process with one thread uses the slots (with plain loads and
+/// stores: see `sync::single_threaded`). When a second thread appears, the
+/// first table operation of any thread moves whatever they hold into the
+/// shards (`settle_young`), under `YOUNG_LOCK`, before it touches a shard.
+const YOUNG: usize = 16;
+
+struct YoungSlots(core::cell::UnsafeCell<[Entry; YOUNG]>);
+
+// SAFETY: written with plain stores only while the process has one thread;
+// otherwise only under YOUNG_LOCK (see `settle_young`).
+unsafe impl Sync for YoungSlots {}
+
+static YOUNG_SLOTS: YoungSlots = YoungSlots(core::cell::UnsafeCell::new([EMPTY_ENTRY; YOUNG]));
+
+/// Whether a young slot may hold a block (set by every young insert, cleared
+/// when a threaded process has moved them to the shards).
+static YOUNG_ANY: AtomicBool = AtomicBool::new(false);
+
+/// Taken to move the young blocks to the shards, and to read them with the
+/// shards (`for_each_block`); always before any shard's lock.
+pub static YOUNG_LOCK: SpinLock<()> = SpinLock::new(());
+
+/// The young slot of `addr`: 16-byte granules in turn, so that blocks
+/// allocated one after another take different slots.
+#[inline(always)]
+fn young_slot(addr: u64) -> *mut Entry {
+    // SAFETY: the index is below YOUNG.
+    unsafe { (YOUNG_SLOTS.0.get() as *mut Entry).add((addr >> 4) as usize & (YOUNG - 1)) }
+}
+
+/// Before a threaded process touches a shard: moves the young blocks there
+/// if some may be left from when it had one thread.
+#[inline(always)]
+fn settle_young() {
+    if YOUNG_ANY.load(Ordering::Acquire) {
+        move_young();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn move_young() {
+    // A signal handler that interrupted the move on this thread leaves it
+    // to that frame.
+    let Some(_g) = YOUNG_LOCK.lock_unless_held_here() else {
+        return;
+    };
+    if !YOUNG_ANY.load(Ordering::Relaxed) {
+        return;
+    }
+    for i in 0..YOUNG {
+        // SAFETY: we hold YOUNG_LOCK, and the process has more than one
+        // thread, so no young insert or remove runs.
+        let s = unsafe { &mut *young_slot((i as u64) << 4) };
+        if s.addr != 0 {
+            shard_of(s.addr).0.lock().insert(*s);
+            s.addr = 0;
+        }
+    }
+    YOUNG_ANY.store(false, Ordering::Release);
+}
+
+/// Records a block alive. Returns false if memory for the table ran out
+/// (the block is then not known).
 #[inline(always)]
 pub fn insert(e: Entry) -> bool {
+    if crate::sync::single_threaded() {
+        let s = young_slot(e.addr);
+        // SAFETY: one thread, and no other hook runs on it while this one
+        // does (a signal handler's calls are passed through).
+        let old = unsafe { *s };
+        let mut kept = true;
+        if old.addr != 0 && old.addr != e.addr {
+            kept = shard_of(old.addr).0.lock().insert(old);
+        }
+        // An address already in the slot is a block released behind the
+        // recorder's back: the new one replaces it, as in a shard.
+        // SAFETY: as above.
+        unsafe { *s = e };
+        YOUNG_ANY.store(true, Ordering::Relaxed);
+        return kept;
+    }
+    settle_young();
     shard_of(e.addr).0.lock().insert(e)
 }
 
+/// Forgets a block, returning what was recorded of it, if anything.
 #[inline(always)]
 pub fn remove(addr: u64) -> Option<Entry> {
+    if crate::sync::single_threaded() {
+        let s = young_slot(addr);
+        // SAFETY: as in `insert`.
+        unsafe {
+            if (*s).addr == addr {
+                let e = *s;
+                (*s).addr = 0;
+                return Some(e);
+            }
+        }
+    } else {
+        settle_young();
+    }
     shard_of(addr).0.lock().remove(addr)
+}
+
+/// Calls `f` on every block alive, for the profile written at exit. A
+/// part held by a frame below on this thread (an exit from a signal handler
+/// that interrupted a hook) is left out.
+pub fn for_each_block(mut f: impl FnMut(&Entry)) {
+    // Held until the shards are read too, so that no block moves from one
+    // to the other in between.
+    let young = YOUNG_LOCK.try_lock_for(1000);
+    if young.is_some() {
+        for i in 0..YOUNG {
+            // SAFETY: YOUNG_LOCK is held, so no other thread moves the
+            // slots; no young insert of this thread runs during the dump.
+            let s = unsafe { &*young_slot((i as u64) << 4) };
+            if s.addr != 0 {
+                f(s);
+            }
+        }
+    }
+    for shard in SHARD_TABLE.iter() {
+        if let Some(t) = shard.0.try_lock_for(1000) {
+            t.for_each(&mut f);
+        }
+    }
 }

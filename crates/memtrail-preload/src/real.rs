@@ -193,8 +193,8 @@ pub fn boot_alloc(size: usize, align: usize) -> *mut c_void {
 
 #[inline(always)]
 pub fn is_boot(p: *mut c_void) -> bool {
-    let a = p as usize;
-    a >= boot_base() && a < boot_base() + BOOT_SIZE
+    // One unsigned comparison: below the buffer wraps to a large offset.
+    (p as usize).wrapping_sub(boot_base()) < BOOT_SIZE
 }
 
 /// Size of a boot block.

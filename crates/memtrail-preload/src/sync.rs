@@ -45,6 +45,27 @@ fn me() -> usize {
     p
 }
 
+extern "C" {
+    /// glibc's own "this process has one thread" (glibc 2.32 and later):
+    /// true from the start, false from the first `pthread_create` (set
+    /// before the new thread exists) for good, even in a forked child
+    /// (glibc 2.36). glibc's malloc skips its own locking on it.
+    static __libc_single_threaded: u8;
+}
+
+/// Whether this process has one thread, so that no other thread can touch
+/// the recorder's tables. While it holds, a hook can use them with plain
+/// loads and stores: a thread is created only by this thread, outside any
+/// hook, and the creation itself orders what was written before it. (A
+/// thread made with a raw `clone` that calls `malloc` breaks glibc's own
+/// allocator the same way.)
+#[inline(always)]
+pub fn single_threaded() -> bool {
+    // SAFETY: a byte that glibc writes only from the thread that creates a
+    // thread (or forks); read as a volatile load.
+    unsafe { core::ptr::read_volatile(&raw const __libc_single_threaded) != 0 }
+}
+
 impl RawSpin {
     pub const fn new() -> Self {
         RawSpin {
@@ -55,6 +76,15 @@ impl RawSpin {
     #[inline]
     pub fn lock(&self) {
         let me = me();
+        // One thread: no other can take the lock between the load and the
+        // store, so the locked `cmpxchg` (a full barrier, the costliest
+        // instruction of an uncontended lock) is not needed. A signal
+        // handler that takes the lock in between releases it before it
+        // returns.
+        if single_threaded() && self.holder.load(Ordering::Relaxed) == 0 {
+            self.holder.store(me, Ordering::Relaxed);
+            return;
+        }
         let mut spins = 0u32;
         while self
             .holder

@@ -466,6 +466,14 @@ pub fn is_dead(s: *mut ThreadState) -> bool {
     s == DEAD
 }
 
+/// Neither null nor [`DEAD`], in one comparison: both sit below every
+/// real state's address.
+#[inline(always)]
+pub fn is_live(s: *mut ThreadState) -> bool {
+    const _: () = assert!(core::mem::align_of::<ThreadState>() < 4096);
+    s as usize > DEAD as usize
+}
+
 /// In a process that does not record (`State::Off`), opens the lean paths
 /// of this thread for good, with no sample point ever: its `malloc` and
 /// `free` then cost a few instructions, not a full hook's entry each.
