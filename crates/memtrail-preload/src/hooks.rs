@@ -197,7 +197,8 @@ fn orphan_hook(t: &Tls, st: *mut ThreadState) -> Hook {
 fn unrecorded() {
     // Never `state::ready()` here: during start-up the starting thread's own
     // nested calls land here, and ready() would wait for start-up to end.
-    if state::get() == state::State::Recording {
+    // Nor the recorder's own calls of C library functions that allocate.
+    if state::get() == state::State::Recording && !thread::tls().own_calls.get() {
         UNRECORDED.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -360,17 +361,19 @@ fn fwd_malloc(size: usize) -> *mut c_void {
 
 macro_rules! alloc_hook {
     ($fp:ident, $f:expr, $size:expr, $call:expr) => {{
-        let Some(mut h) = enter() else {
-            unrecorded();
-            return $call;
-        };
-        let c = Clock::start(h.st());
-        let p = $call;
-        h.keep_errno();
-        let dt = c.duration();
-        let calls = h.calls;
-        on_alloc(h.st(), calls, $f, p, $size, c.t0, dt, $fp);
-        p
+        crate::side::roomy(|| {
+            let Some(mut h) = enter() else {
+                unrecorded();
+                return $call;
+            };
+            let c = Clock::start(h.st());
+            let p = $call;
+            h.keep_errno();
+            let dt = c.duration();
+            let calls = h.calls;
+            on_alloc(h.st(), calls, $f, p, $size, c.t0, dt, $fp);
+            p
+        })
     }};
 }
 
@@ -456,6 +459,11 @@ unsafe extern "C" fn free_full(p: *mut c_void) {
     if real::is_boot(p) {
         return;
     }
+    crate::side::roomy(|| free_body(p))
+}
+
+#[inline(always)]
+fn free_body(p: *mut c_void) {
     let fwd = |p| {
         if let Some(f) = real::free() {
             // SAFETY: p came from the real allocator (boot blocks returned above).
@@ -494,6 +502,11 @@ unsafe extern "C" fn free_full(p: *mut c_void) {
 
 #[inline(always)]
 unsafe fn realloc_common(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
+    crate::side::roomy(|| realloc_body(p, size, fp))
+}
+
+#[inline(always)]
+fn realloc_body(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     let fwd = |p, size| match real::realloc() {
         // SAFETY: the real realloc on a pointer of the real allocator.
         Some(f) => unsafe { f(p, size) },
@@ -608,23 +621,25 @@ unsafe extern "C" fn posix_memalign_impl(
             }
         }
     };
-    let Some(mut h) = enter() else {
-        unrecorded();
-        return call();
-    };
-    let c = Clock::start(h.st());
-    let r = call();
-    h.keep_errno();
-    let dt = c.duration();
-    // SAFETY: on success the real function stored the block in *out.
-    let p = if r == 0 {
-        unsafe { *out }
-    } else {
-        core::ptr::null_mut()
-    };
-    let calls = h.calls;
-    on_alloc(h.st(), calls, AllocFn::PosixMemalign, p, size, c.t0, dt, fp);
-    r
+    crate::side::roomy(|| {
+        let Some(mut h) = enter() else {
+            unrecorded();
+            return call();
+        };
+        let c = Clock::start(h.st());
+        let r = call();
+        h.keep_errno();
+        let dt = c.duration();
+        // SAFETY: on success the real function stored the block in *out.
+        let p = if r == 0 {
+            unsafe { *out }
+        } else {
+            core::ptr::null_mut()
+        };
+        let calls = h.calls;
+        on_alloc(h.st(), calls, AllocFn::PosixMemalign, p, size, c.t0, dt, fp);
+        r
+    })
 }
 
 /// # Safety
@@ -894,15 +909,17 @@ trampoline6!(mmap64, mmap_impl, (a: *mut c_void, len: usize, prot: c_int, flags:
 // ---- mappings ----
 
 fn on_map(fp: u64, len: usize, unmap: bool) {
-    let Some(mut h) = enter() else { return };
-    let st = h.st();
-    let id = stack(st, fp);
-    let ps = st.stacks.get(id);
-    if unmap {
-        ps.t.munmap.add(len as u64);
-    } else {
-        ps.t.mmap.add(len as u64);
-    }
+    crate::side::roomy(|| {
+        let Some(mut h) = enter() else { return };
+        let st = h.st();
+        let id = stack(st, fp);
+        let ps = st.stacks.get(id);
+        if unmap {
+            ps.t.munmap.add(len as u64);
+        } else {
+            ps.t.mmap.add(len as u64);
+        }
+    })
 }
 
 /// # Safety
@@ -1118,10 +1135,12 @@ pub unsafe extern "C" fn pthread_getattr_np(
 
 fn after_module_change() {
     if config_dwarf() {
-        if let Some(_h) = enter() {
-            // SAFETY: errno preserved by the guard.
-            modules::refresh(false);
-        }
+        crate::side::roomy(|| {
+            if let Some(_h) = enter() {
+                // SAFETY: errno preserved by the guard.
+                modules::refresh(false);
+            }
+        })
     }
 }
 

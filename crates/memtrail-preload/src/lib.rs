@@ -25,6 +25,7 @@ mod maps;
 mod modules;
 mod real;
 mod sampler;
+mod side;
 mod signals;
 mod stacks;
 mod state;

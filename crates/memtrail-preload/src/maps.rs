@@ -4,6 +4,9 @@
 /// The bounds of the mapping that holds `addr`, read from
 /// `/proc/self/maps` without allocating; None when it cannot be read or no
 /// mapping holds `addr`.
+// Not inlined: its buffer stays off the frames of its callers, which may run
+// where little stack is left (`side.rs`).
+#[inline(never)]
 pub fn mapping_of(addr: u64) -> Option<(u64, u64)> {
     // SAFETY: a NUL-terminated path; the descriptor is closed below.
     let fd = unsafe {
@@ -15,7 +18,7 @@ pub fn mapping_of(addr: u64) -> Option<(u64, u64)> {
     if fd < 0 {
         return None;
     }
-    let mut buf = [0u8; 4096];
+    let mut buf = [0u8; 1024];
     let mut scan = MapsScan::new(addr);
     let found = loop {
         // SAFETY: buf is writable for its length.

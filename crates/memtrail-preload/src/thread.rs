@@ -193,6 +193,10 @@ pub struct Tls {
     /// A terminating signal that arrived while this thread was inside the
     /// recorder, to be acted on when it leaves (see `signals::on_fatal`).
     pub pending_signal: Cell<u8>,
+    /// Where a hook may run in place: at a stack pointer `sp` with
+    /// `sp - stack_floor <= stack_span` (both 0 until the first hook
+    /// learns them); elsewhere it takes the side stack (see `side.rs`).
+    pub stack_span: Cell<u32>,
     /// Bytes left before the next sample point.
     pub left: Cell<i64>,
     /// Lean calls left before the next one whose duration is measured. A
@@ -205,6 +209,8 @@ pub struct Tls {
     /// The real functions, copied here so that the lean paths touch one line.
     pub real_malloc: Cell<usize>,
     pub real_free: Cell<usize>,
+    /// See `stack_span`.
+    pub stack_floor: Cell<u64>,
     // Second line: touched once in `CALL_SAMPLE_LEAN` lean calls, or by the
     // full hooks.
     pub malloc_rounds: Cell<u64>,
@@ -224,6 +230,16 @@ pub struct Tls {
     /// The thread a call of `pthread_getattr_np` made by this thread is
     /// about, while it runs (0 otherwise); see `stack_bounds`.
     pub getattr_of: Cell<u64>,
+    // Third line: rarely touched.
+    /// Top of this thread's side stack, 0 while it has none (`side.rs`).
+    pub side_top: Cell<u64>,
+    /// This thread's stack as `pthread_getattr_np` gave it, once asked
+    /// (see `stack_bounds`).
+    pub bounds: Cell<(u64, u64)>,
+    /// The recorder itself is calling a C library function that may
+    /// allocate: those calls are passed through and are not the program's
+    /// (see `hooks::unrecorded`).
+    pub own_calls: Cell<bool>,
 }
 
 impl Tls {
@@ -302,13 +318,15 @@ core::arch::global_asm!(
     ".globl __memtrail_tls_block",
     ".hidden __memtrail_tls_block",
     ".type __memtrail_tls_block,@object",
-    ".size __memtrail_tls_block, 128",
+    ".size __memtrail_tls_block, 192",
     "__memtrail_tls_block:",
-    ".zero 128",
+    ".zero 192",
     ".popsection",
 );
 
-const _: () = assert!(core::mem::size_of::<Tls>() <= 128 && core::mem::align_of::<Tls>() <= 64);
+const _: () = assert!(core::mem::size_of::<Tls>() <= 192 && core::mem::align_of::<Tls>() <= 64);
+// The full hooks' fields (state, in_hook, the stack check) share the first line.
+const _: () = assert!(core::mem::offset_of!(Tls, stack_floor) < 64);
 
 /// This thread's block.
 #[inline(always)]
@@ -359,16 +377,42 @@ fn stack_bounds() -> (u64, u64) {
         if tls().getattr_of.get() == libc::pthread_self() {
             return crate::maps::mapping_of(thread_pointer()).unwrap_or((0, 0));
         }
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return (0, 0);
+        let t = tls();
+        if t.bounds.get().1 != 0 {
+            return t.bounds.get();
         }
+        let own = t.own_calls.replace(true);
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
         let mut addr: *mut core::ffi::c_void = null_mut();
         let mut size: usize = 0;
-        libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-        libc::pthread_attr_destroy(&mut attr);
-        (addr as u64, addr as u64 + size as u64)
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+            libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+            libc::pthread_attr_destroy(&mut attr);
+        }
+        t.own_calls.set(own);
+        t.bounds.set((addr as u64, addr as u64 + size as u64));
+        t.bounds.get()
     }
+}
+
+/// This thread's stack as far as it may grow (the main thread's, down to
+/// its size limit), for `side.rs`; (0, 0) if unknown.
+pub fn room_bounds() -> (u64, u64) {
+    // SAFETY: system calls with no preconditions; `__libc_stack_end` is
+    // set by ld.so before any code runs.
+    unsafe {
+        if libc::getpid() == libc::gettid() {
+            let hi = (__libc_stack_end as u64 + 4095) & !4095;
+            let mut r: libc::rlimit = core::mem::zeroed();
+            let limit = if libc::getrlimit(libc::RLIMIT_STACK, &mut r) == 0 {
+                r.rlim_cur.min(1 << 30)
+            } else {
+                8 << 20
+            };
+            return (hi.saturating_sub(limit), hi);
+        }
+    }
+    stack_bounds()
 }
 
 /// The thread pointer: the address of glibc's descriptor of this thread.
@@ -394,6 +438,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
     }
     retire(st);
     t.state.set(DEAD);
+    crate::side::thread_ends(t);
     leave_recorder(t, was);
 }
 
