@@ -131,25 +131,27 @@ fn enter() -> Option<Hook> {
     enter_with(true)
 }
 
-/// `enter` for `free(p)`: a thread with no state yet does not get one for
-/// `free(NULL)`, which glibc calls in a thread's last clean-up, after the
-/// key destructors that retire a state have run (such a state would never
-/// be retired); the orphan state counts it.
-#[inline(always)]
-fn enter_free(p: *mut c_void) -> Option<Hook> {
-    enter_with(!p.is_null())
-}
-
 #[inline(always)]
 fn enter_with(create: bool) -> Option<Hook> {
     let t = thread::tls();
+    if !may_enter(t) {
+        return None;
+    }
+    Some(entered(t, create))
+}
+
+/// Whether a hook on this thread may record: not inside the recorder
+/// already, and the recorder running.
+#[inline(always)]
+fn may_enter(t: &Tls) -> bool {
+    !t.in_hook.get() && state::ready()
+}
+
+/// `enter` once `may_enter` said yes. (Separate from it, so that the hot
+/// hooks keep the `Hook` in registers instead of an `Option` in memory.)
+#[inline(always)]
+fn entered(t: &Tls, create: bool) -> Hook {
     let tls = t as *const Tls;
-    if t.in_hook.get() {
-        return None;
-    }
-    if !state::ready() {
-        return None;
-    }
     t.in_hook.set(true);
     let st = if create {
         thread::current(t)
@@ -168,7 +170,7 @@ fn enter_with(create: bool) -> Option<Hook> {
     };
     // SAFETY: st is this thread's state or the locked orphan.
     unsafe { (*h.st).busy.store(true, Ordering::Relaxed) };
-    Some(h)
+    h
 }
 
 /// `enter` on a thread with no state of its own (none yet, or retired):
@@ -361,11 +363,12 @@ fn fwd_malloc(size: usize) -> *mut c_void {
 
 macro_rules! alloc_hook {
     ($fp:ident, $f:expr, $size:expr, $call:expr) => {{
-        crate::side::roomy(|| {
-            let Some(mut h) = enter() else {
+        crate::side::roomy(|t| {
+            if !may_enter(t) {
                 unrecorded();
                 return $call;
-            };
+            }
+            let mut h = entered(t, true);
             let c = Clock::start(h.st());
             let p = $call;
             h.keep_errno();
@@ -459,23 +462,28 @@ unsafe extern "C" fn free_full(p: *mut c_void) {
     if real::is_boot(p) {
         return;
     }
-    crate::side::roomy(|| free_body(p))
+    crate::side::roomy(|t| free_body(t, p))
 }
 
 #[inline(always)]
-fn free_body(p: *mut c_void) {
+fn free_body(t: &Tls, p: *mut c_void) {
     let fwd = |p| {
         if let Some(f) = real::free() {
             // SAFETY: p came from the real allocator (boot blocks returned above).
             unsafe { f(p) }
         }
     };
-    let Some(mut h) = enter_free(p) else {
+    if !may_enter(t) {
         if !p.is_null() {
             unrecorded();
         }
         return fwd(p);
-    };
+    }
+    // A thread with no state yet does not get one for `free(NULL)`, which
+    // glibc calls in a thread's last clean-up, after the key destructors
+    // that retire a state have run (such a state would never be retired);
+    // the orphan state counts it.
+    let mut h = entered(t, !p.is_null());
     let c = Clock::start(h.st());
     let st = h.st();
     let mut size = 0;
@@ -502,11 +510,11 @@ fn free_body(p: *mut c_void) {
 
 #[inline(always)]
 unsafe fn realloc_common(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
-    crate::side::roomy(|| realloc_body(p, size, fp))
+    crate::side::roomy(|t| realloc_body(t, p, size, fp))
 }
 
 #[inline(always)]
-fn realloc_body(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
+fn realloc_body(t: &Tls, p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     let fwd = |p, size| match real::realloc() {
         // SAFETY: the real realloc on a pointer of the real allocator.
         Some(f) => unsafe { f(p, size) },
@@ -527,10 +535,11 @@ fn realloc_body(p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         }
         return q;
     }
-    let Some(mut h) = enter() else {
+    if !may_enter(t) {
         unrecorded();
         return fwd(p, size);
-    };
+    }
+    let mut h = entered(t, true);
     let c = Clock::start(h.st());
     let t0 = c.t0;
     let old = if p.is_null() {
@@ -621,11 +630,12 @@ unsafe extern "C" fn posix_memalign_impl(
             }
         }
     };
-    crate::side::roomy(|| {
-        let Some(mut h) = enter() else {
+    crate::side::roomy(|t| {
+        if !may_enter(t) {
             unrecorded();
             return call();
-        };
+        }
+        let mut h = entered(t, true);
         let c = Clock::start(h.st());
         let r = call();
         h.keep_errno();
@@ -909,7 +919,7 @@ trampoline6!(mmap64, mmap_impl, (a: *mut c_void, len: usize, prot: c_int, flags:
 // ---- mappings ----
 
 fn on_map(fp: u64, len: usize, unmap: bool) {
-    crate::side::roomy(|| {
+    crate::side::roomy(|_| {
         let Some(mut h) = enter() else { return };
         let st = h.st();
         let id = stack(st, fp);
@@ -1135,7 +1145,7 @@ pub unsafe extern "C" fn pthread_getattr_np(
 
 fn after_module_change() {
     if config_dwarf() {
-        crate::side::roomy(|| {
+        crate::side::roomy(|_| {
             if let Some(_h) = enter() {
                 // SAFETY: errno preserved by the guard.
                 modules::refresh(false);

@@ -53,10 +53,10 @@ fn stack_pointer() -> u64 {
 /// Runs `f`, a hook's body, on the side stack if this thread's stack is
 /// short here. In place, it costs a load, a subtraction and a comparison.
 #[inline(always)]
-pub fn roomy<R>(f: impl FnOnce() -> R) -> R {
+pub fn roomy<R>(f: impl FnOnce(&Tls) -> R) -> R {
     let t = thread::tls();
     if stack_pointer().wrapping_sub(t.stack_floor.get()) <= t.stack_span.get() as u64 {
-        f()
+        f(t)
     } else {
         elsewhere(t, f)
     }
@@ -64,7 +64,7 @@ pub fn roomy<R>(f: impl FnOnce() -> R) -> R {
 
 #[cold]
 #[inline(never)]
-fn elsewhere<R>(t: &Tls, f: impl FnOnce() -> R) -> R {
+fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R) -> R {
     // In place: a call made from inside the recorder (it only forwards);
     // one on the side stack already (a signal handler that interrupted a
     // hook there before it was entered goes on below it); one after the
@@ -75,12 +75,12 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce() -> R) -> R {
         || (top != 0 && sp < top && sp >= top - SIDE as u64)
         || thread::is_dead(t.state.get())
     {
-        return f();
+        return f(t);
     }
     if t.stack_floor.get() == 0 && t.stack_span.get() == 0 {
         learn(t);
         if sp.wrapping_sub(t.stack_floor.get()) <= t.stack_span.get() as u64 {
-            return f();
+            return f(t);
         }
     }
     let top = match t.side_top.get() {
@@ -89,11 +89,11 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce() -> R) -> R {
     };
     if top == 0 {
         // No memory for it: in place, as it would run without this.
-        return f();
+        return f(t);
     }
     // SAFETY: `top` is the top of this thread's side stack, unused: no
     // frame of this thread runs on it (checked above).
-    unsafe { call_on(top, f) }
+    unsafe { call_on(top, || f(thread::tls())) }
 }
 
 /// Sets the thread's stack floor and span, the first time.
