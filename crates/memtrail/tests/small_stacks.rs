@@ -14,10 +14,7 @@ const SRC: &str = "small_stacks.c";
 #[test]
 fn little_stack_left_is_enough() {
     let dir = Scratch::new("small-stacks");
-    let exe = dir.join("small_stacks");
-    let mut flags = SITE_FLAGS.to_vec();
-    flags.push("-pthread");
-    compile("cc", &[SRC], &flags, &exe);
+    let exe = compile_threaded("small_stacks", &dir);
     let line = site_line(SRC, "leaf");
     for what in ["thread", "coroutine", "altstack", "timer"] {
         for stack in ["dwarf", "fp", "none"] {

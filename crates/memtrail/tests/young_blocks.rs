@@ -50,10 +50,7 @@ fn check(p: &Profile, what: &str) {
 #[test]
 fn a_thread_started_later_frees_the_blocks_allocated_before_it() {
     let dir = Scratch::new("young");
-    let exe = dir.join("young");
-    let mut flags = SITE_FLAGS.to_vec();
-    flags.push("-pthread");
-    compile("cc", &["young.c"], &flags, &exe);
+    let exe = compile_threaded("young", &dir);
     for what in ["handoff", "timer"] {
         let (p, out) = profile_of("dwarf", &dir, &exe, &[what]);
         assert_eq!(out, "ok\n");
@@ -70,10 +67,7 @@ fn a_thread_started_later_frees_the_blocks_allocated_before_it() {
 #[test]
 fn a_child_of_a_threaded_process_counts_exactly() {
     let dir = Scratch::new("young-fork");
-    let exe = dir.join("young");
-    let mut flags = SITE_FLAGS.to_vec();
-    flags.push("-pthread");
-    compile("cc", &["young.c"], &flags, &exe);
+    let exe = compile_threaded("young", &dir);
     let (parent, out) = profile_of("dwarf", &dir, &exe, &["fork"]);
     assert_eq!(out, "ok\n");
     assert!(leaves(&parent, 1, 5000) && leaves(&parent, 1, 6000));

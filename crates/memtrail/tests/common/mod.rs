@@ -90,6 +90,17 @@ pub fn compile(compiler: &str, sources: &[&str], flags: &[&str], out: &Path) {
 /// no builtin malloc/free (gcc removes pairs it can see through otherwise).
 pub const SITE_FLAGS: &[&str] = &["-g", "-O1", "-fno-builtin", "-fno-omit-frame-pointer"];
 
+/// Builds a C test program that uses threads, with `SITE_FLAGS`, as
+/// `dir/<name>` where the source is `<name>.c`; returns its path.
+#[allow(dead_code)]
+pub fn compile_threaded(name: &str, dir: &Scratch) -> PathBuf {
+    let exe = dir.join(name);
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.push("-pthread");
+    compile("cc", &[&format!("{name}.c")], &flags, &exe);
+    exe
+}
+
 /// `memtrail run -q --stack <stack> -o <out> -- <program> <args>`.
 pub fn memtrail_run<S: AsRef<OsStr>>(
     stack: &str,
