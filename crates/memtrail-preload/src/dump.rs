@@ -156,8 +156,13 @@ fn stderr_line(s: &str) {
 }
 
 /// Writes this process's dump once; `why` names the way out ("signal"
-/// avoids work that is unsafe in a signal handler).
+/// avoids work that is unsafe in a signal handler). On the side stack where
+/// the thread's stack is short (see `side.rs`).
 pub fn write(why: &str) {
+    crate::side::deep(|| write_here(why))
+}
+
+fn write_here(why: &str) {
     // A vfork child leaving through _exit runs on its parent's memory: it
     // must neither write the parent's data as its own nor stop the parent.
     if state::get() != state::State::Recording

@@ -58,25 +58,35 @@ pub fn roomy<R>(f: impl FnOnce(&Tls) -> R) -> R {
     if stack_pointer().wrapping_sub(t.stack_floor.get()) <= t.stack_span.get() as u64 {
         f(t)
     } else {
-        elsewhere(t, f)
+        elsewhere(t, f, true)
+    }
+}
+
+/// `roomy` for writing the profile, which needs more stack than a hook and
+/// may run where a hook would only forward (inside the recorder, after the
+/// thread's state was retired): `exit` called from a thread with a small
+/// stack writes it there.
+pub fn deep<R>(f: impl FnOnce() -> R) -> R {
+    let t = thread::tls();
+    if stack_pointer().wrapping_sub(t.stack_floor.get()) <= t.stack_span.get() as u64 {
+        f()
+    } else {
+        elsewhere(t, |_| f(), false)
     }
 }
 
 #[cold]
 #[inline(never)]
-fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R) -> R {
-    // In place: a call made from inside the recorder (it only forwards);
-    // one on the side stack already (a signal handler that interrupted a
-    // hook there before it was entered goes on below it); one after the
-    // thread's state was retired (the orphan state captures no stack).
-    let sp = stack_pointer();
-    let top = t.side_top.get();
-    if t.in_hook.get()
-        || (top != 0 && sp < top && sp >= top - SIDE as u64)
-        || thread::is_dead(t.state.get())
-    {
+fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R, hook: bool) -> R {
+    // In place: a hook called from inside the recorder (it only forwards),
+    // or after the thread's state was retired (the orphan state captures no
+    // stack); anything while a frame of this thread uses the side stack
+    // (on it, it goes on below; elsewhere, a handler on an alternate signal
+    // stack that interrupted it must not run over it).
+    if (hook && (t.in_hook.get() || thread::is_dead(t.state.get()))) || t.side_busy.get() {
         return f(t);
     }
+    let sp = stack_pointer();
     if t.stack_floor.get() == 0 && t.stack_span.get() == 0 {
         learn(t);
         if sp.wrapping_sub(t.stack_floor.get()) <= t.stack_span.get() as u64 {
@@ -92,8 +102,11 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R) -> R {
         return f(t);
     }
     // SAFETY: `top` is the top of this thread's side stack, unused: no
-    // frame of this thread runs on it (checked above).
-    unsafe { call_on(top, || f(thread::tls())) }
+    // frame of this thread runs on it (`side_busy`, checked above).
+    t.side_busy.set(true);
+    let r = unsafe { call_on(top, || f(thread::tls())) };
+    t.side_busy.set(false);
+    r
 }
 
 /// Sets the thread's stack floor and span, the first time.

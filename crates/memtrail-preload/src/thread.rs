@@ -233,6 +233,8 @@ pub struct Tls {
     // Third line: rarely touched.
     /// Top of this thread's side stack, 0 while it has none (`side.rs`).
     pub side_top: Cell<u64>,
+    /// A frame of this thread runs on the side stack.
+    pub side_busy: Cell<bool>,
     /// This thread's stack as `pthread_getattr_np` gave it, once asked
     /// (see `stack_bounds`).
     pub bounds: Cell<(u64, u64)>,

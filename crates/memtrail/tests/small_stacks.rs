@@ -3,11 +3,13 @@
 //! on a small `sigaltstack`, glibc's timer threads. The program fits in
 //! them alone; under memtrail it must too (the recorder takes a stack of its
 //! own there, `side.rs`), in every stack mode, with exact counts and the
-//! allocating function named. `tests/programs/small_stacks.c`.
+//! allocating function named; and `exit` called on such a thread writes the
+//! profile there. `tests/programs/small_stacks.c`.
 
 mod common;
 
 use common::*;
+use memtrail_profile::Profile;
 
 const SRC: &str = "small_stacks.c";
 
@@ -28,4 +30,9 @@ fn little_stack_left_is_enough() {
             assert_eq!(s.free.count, 100, "{what} --stack {stack}");
         }
     }
+    let out = dir.join("exit.json");
+    let o = memtrail_run("dwarf", &out, &exe, &["exit"]);
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    let p = Profile::from_path(&out).expect("the profile written on the small stack");
+    assert_eq!(site(&p, "leaf", line).alloc.count, 100);
 }

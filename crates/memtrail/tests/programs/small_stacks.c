@@ -6,6 +6,8 @@
  *   small_stacks altstack   a signal handler on a 16 KiB sigaltstack
  *   small_stacks timer      SIGEV_THREAD timer notifications (glibc runs
  *                           its timer helper thread on a minimal stack)
+ *   small_stacks exit       the PTHREAD_STACK_MIN thread ends the process
+ *                           with exit(3), so the profile is written there
  *
  * Each allocates and frees 100 blocks of 40 bytes in leaf(), 8 KiB
  * below the top of its stack (the program's own frames take about that:
@@ -30,17 +32,21 @@ __attribute__((noinline)) static void leaf(void) {
     }
 }
 
-/* Takes about 8 KiB of stack, then allocates. */
-__attribute__((noinline)) static void busy(void) {
+/* Takes about 8 KiB of stack, then allocates (and with `end`, ends the
+ * process from there). */
+__attribute__((noinline)) static void busy_then(int end) {
     volatile char buf[8 * 1024];
     buf[0] = 1;
     buf[sizeof buf - 1] = 1;
     leaf();
+    if (end) exit(buf[0] + 2);
     __asm__ volatile("" ::: "memory");
 }
 
+static void busy(void) { busy_then(0); }
+
 static void *in_thread(void *arg) {
-    busy();
+    busy_then(arg != NULL);
     return arg;
 }
 
@@ -63,12 +69,12 @@ static void on_timer(union sigval v) {
 
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "";
-    if (!strcmp(what, "thread")) {
+    if (!strcmp(what, "thread") || !strcmp(what, "exit")) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
-        if (pthread_attr_setstacksize(&attr, PTHREAD_STACK_MIN) != 0) return 3;
+        if (pthread_attr_setstacksize(&attr, PTHREAD_STACK_MIN) != 0) return 4;
         pthread_t t;
-        if (pthread_create(&t, &attr, in_thread, NULL) != 0) return 4;
+        if (pthread_create(&t, &attr, in_thread, (void *)(what[0] == 'e')) != 0) return 4;
         pthread_join(t, NULL);
     } else if (!strcmp(what, "coroutine")) {
         getcontext(&co_ctx);
