@@ -8,6 +8,7 @@
 //! by at most the other threads' pending parts (`SLACK` bytes each).
 
 use crate::stacks::{self, StackId};
+use crate::sync::{add_i64, max_u64};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use memtrail_wire::{StackCounters, Totals};
@@ -68,12 +69,12 @@ impl PerStack {
         if delta > 0 {
             let cand = e.alive.load(Ordering::Relaxed) + pending;
             if cand > e.max_alive.load(Ordering::Relaxed) as i64 {
-                let now = e.alive.fetch_add(pending, Ordering::Relaxed) + pending;
+                let now = add_i64(&e.alive, pending);
                 self.flushed = self.alive;
-                e.max_alive.fetch_max(now.max(0) as u64, Ordering::Relaxed);
+                max_u64(&e.max_alive, now.max(0) as u64);
             }
         } else if pending < -SLACK {
-            e.alive.fetch_add(pending, Ordering::Relaxed);
+            add_i64(&e.alive, pending);
             self.flushed = self.alive;
         }
     }
@@ -109,9 +110,9 @@ pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
     if delta > 0 {
         let cand = ALIVE.load(Ordering::Relaxed) + *pending;
         if cand > PEAK.load(Ordering::Relaxed) as i64 {
-            let v = ALIVE.fetch_add(*pending, Ordering::Relaxed) + *pending;
+            let v = add_i64(&ALIVE, *pending);
             *pending = 0;
-            if v > PEAK.fetch_max(v.max(0) as u64, Ordering::Relaxed) as i64 {
+            if v > max_u64(&PEAK, v.max(0) as u64) as i64 {
                 if now != 0 {
                     PEAK_TICKS.store(now, Ordering::Relaxed);
                 } else if v as u64
@@ -127,7 +128,7 @@ pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
             }
         }
     } else if *pending < -SLACK {
-        ALIVE.fetch_add(*pending, Ordering::Relaxed);
+        add_i64(&ALIVE, *pending);
         *pending = 0;
     }
 }

@@ -9,7 +9,7 @@
 //! only that frame can release (see `fork.rs`, `try_lock_for`).
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 /// The lock word alone, for code that handles locks of any type.
 pub struct RawSpin {
@@ -64,6 +64,35 @@ pub fn single_threaded() -> bool {
     // SAFETY: a byte that glibc writes only from the thread that creates a
     // thread (or forks); read as a volatile load.
     unsafe { core::ptr::read_volatile(&raw const __libc_single_threaded) != 0 }
+}
+
+/// `a += v`, returning the new value: a locked add where other threads may
+/// race, a plain load and store in a process with one thread (see
+/// `single_threaded`), which costs a fraction of a locked instruction and
+/// does not wait for the stores before it.
+#[inline(always)]
+pub fn add_i64(a: &AtomicI64, v: i64) -> i64 {
+    if single_threaded() {
+        let n = a.load(Ordering::Relaxed).wrapping_add(v);
+        a.store(n, Ordering::Relaxed);
+        n
+    } else {
+        a.fetch_add(v, Ordering::Relaxed).wrapping_add(v)
+    }
+}
+
+/// `a = max(a, v)`, returning the previous value; as `add_i64`.
+#[inline(always)]
+pub fn max_u64(a: &AtomicU64, v: u64) -> u64 {
+    if single_threaded() {
+        let old = a.load(Ordering::Relaxed);
+        if v > old {
+            a.store(v, Ordering::Relaxed);
+        }
+        old
+    } else {
+        a.fetch_max(v, Ordering::Relaxed)
+    }
 }
 
 impl RawSpin {
