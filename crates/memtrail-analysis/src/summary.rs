@@ -119,6 +119,9 @@ pub struct Recording {
     pub frees_unwound: bool,
     /// One allocation in `n` recorded, if sampling.
     pub sample_every: Option<u64>,
+    /// Lifetimes timed one by one for each stack's first `n` blocks in a
+    /// thread, then sampled; `None`: all timed.
+    pub lifetimes_sampled_after: Option<u64>,
     /// The recorder's own memory in the process.
     pub internal_memory: u64,
     /// Allocator functions the program's executable defines itself, whose
@@ -282,6 +285,7 @@ impl Summary {
                 truncated_stacks: e.truncated_stacks,
                 frees_unwound: e.frees_unwound,
                 sample_every: e.sample_every,
+                lifetimes_sampled_after: e.lifetimes_sampled_after,
                 internal_memory: e.internal_memory,
                 unhooked: e
                     .unhooked
@@ -588,6 +592,11 @@ impl fmt::Display for Summary {
             });
             if let Some(n) = r.sample_every {
                 text.push_str(&format!("; sampled 1 in {n}"));
+            }
+            if let Some(n) = r.lifetimes_sampled_after {
+                text.push_str(&format!(
+                    "; lifetimes of 1 block in 16 after a stack's first {n}"
+                ));
             }
             head.push(vec!["Recording".to_owned(), text]);
             head.push(vec![

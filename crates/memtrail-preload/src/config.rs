@@ -1,5 +1,6 @@
 //! Options from the environment, parsed once at start-up into an immutable
-//! struct (`MEMTRAIL_OPTS=stack=dwarf,depth=256,follow=1,parent=PID`).
+//! struct (`MEMTRAIL_OPTS=stack=dwarf,depth=256,follow=1,parent=PID,sample=BYTES,
+//! lifetimes=exact`).
 
 use core::sync::atomic::{AtomicPtr, Ordering};
 use memtrail_wire::StackMode;
@@ -12,6 +13,10 @@ pub struct Config {
     /// pid of the `memtrail run` process: the profiled program is its child.
     pub parent: i32,
     pub sample_every: u64,
+    /// How many blocks of each stack in each thread have their lifetime
+    /// measured before the stack's lifetimes are sampled
+    /// (`hooks::LIFETIME_HEAD`; unbounded with `lifetimes=exact`).
+    pub lifetime_head: u64,
     /// Where the dump goes (`MEMTRAIL_DIR`), read at start-up: a program
     /// may clear its environment before it ends (`clearenv`, Python's
     /// `os.environ.clear()`), and its profile must not go with it.
@@ -24,6 +29,7 @@ pub const DEFAULT: Config = Config {
     follow: true,
     parent: 0,
     sample_every: 0,
+    lifetime_head: crate::hooks::LIFETIME_HEAD,
     dir: None,
 };
 
@@ -68,6 +74,7 @@ pub fn parse(s: &[u8]) -> Config {
             b"follow" => c.follow = v != b"0",
             b"parent" => c.parent = num(v).unwrap_or(0) as i32,
             b"sample" => c.sample_every = num(v).unwrap_or(0),
+            b"lifetimes" if v == b"exact" => c.lifetime_head = u64::MAX,
             _ => {}
         }
     }

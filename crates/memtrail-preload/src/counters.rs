@@ -19,8 +19,12 @@ pub const SLACK: i64 = 64 * 1024;
 pub static ALIVE: AtomicI64 = AtomicI64::new(0);
 pub static PEAK: AtomicU64 = AtomicU64::new(0);
 pub static PEAK_TICKS: AtomicU64 = AtomicU64::new(0);
-/// The peak when PEAK_TICKS was last read from the clock (--stack none).
+/// The peak when PEAK_TICKS was last read from the clock for it.
 static PEAK_TIMED: AtomicU64 = AtomicU64::new(0);
+/// The peak's time is that of the moment memory first came within
+/// 1/PEAK_TIME_STEP of the peak (exact when an event that set the peak
+/// read the clock anyway).
+const PEAK_TIME_STEP: u64 = 1024;
 /// The epoch of the global peak is the peak itself: it only grows, and
 /// moves exactly when the peak does. Stacks snapshot their bytes alive
 /// lazily when they first see a new epoch (MALT's O(1) scheme).
@@ -94,8 +98,18 @@ impl PerStack {
 
     pub fn wire_counters(&self, id: StackId, epoch: u64) -> StackCounters {
         let e = stacks::entry(id);
+        let mut totals = self.t;
+        // Timed blocks stand for the stack's blocks (`hooks::LIFETIME_HEAD`):
+        // every freed block has a lifetime, and their sum is the timed
+        // ones' weighted mean times their number.
+        let lt = &mut totals.lifetime;
+        if lt.count != 0 && lt.count != totals.free.count {
+            lt.sum = (lt.sum as u128 * totals.free.count as u128 / lt.count as u128)
+                .min(u64::MAX as u128) as u64;
+            lt.count = totals.free.count;
+        }
         StackCounters {
-            totals: self.t,
+            totals,
             alive: self.alive,
             max_alive: e.max_alive.load(Ordering::Relaxed),
             at_peak: self.at_peak_final(epoch),
@@ -116,12 +130,14 @@ pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
                 if now != 0 {
                     PEAK_TICKS.store(now, Ordering::Relaxed);
                 } else if v as u64
-                    >= PEAK_TIMED.load(Ordering::Relaxed) + PEAK_TIMED.load(Ordering::Relaxed) / 64
+                    >= PEAK_TIMED.load(Ordering::Relaxed)
+                        + PEAK_TIMED.load(Ordering::Relaxed) / PEAK_TIME_STEP
                 {
-                    // Without a clock read per event (--stack none), the
-                    // peak's time is read when it has grown by 1/64 since
-                    // the last reading: not once per allocation while
-                    // memory grows.
+                    // An event that read no clock (most do not: see
+                    // `hooks::LIFETIME_HEAD`) reads it for a new peak only
+                    // when the peak has grown by 1/PEAK_TIME_STEP since the
+                    // last reading: not once per allocation while memory
+                    // grows.
                     PEAK_TIMED.store(v as u64, Ordering::Relaxed);
                     PEAK_TICKS.store(crate::hooks::ticks(), Ordering::Relaxed);
                 }

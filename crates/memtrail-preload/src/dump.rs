@@ -225,6 +225,7 @@ fn encode(e: &mut Encoder<FileSink>) {
         cfg.stack_mode as u64,
         cfg.max_depth as u64,
         cfg.sample_every,
+        cfg.lifetime_head,
         tps,
         start_ticks,
         end_ticks,

@@ -41,20 +41,13 @@ fn stackless() -> bool {
     crate::config::get().stack_mode == StackMode::None
 }
 
-/// Whether every event reads the clock up front (not when sampling: only a
-/// sampled block needs a time, and it reads it itself).
-#[inline(always)]
-fn timed_upfront() -> bool {
-    let c = crate::config::get();
-    c.stack_mode != StackMode::None && c.sample_every == 0
-}
-
 /// The lean paths of `--sample-every`, where an unsampled call costs a few
 /// nanoseconds, time one call in `CALL_SAMPLE_LEAN` of theirs instead.
 pub const CALL_SAMPLE_LEAN: u64 = 1024;
 
-/// Clock reads of one event: `t0` before the real call (0 when not needed),
-/// and the weight of this call's duration (0 when it is not measured).
+/// Clock reads of one event whose duration is measured (one in
+/// `CALL_SAMPLE`): `t0` before the real call, and the weight of the
+/// duration; both 0 for the other events, which read no clock here.
 struct Clock {
     t0: u64,
     scale: u64,
@@ -65,11 +58,7 @@ impl Clock {
     fn start(st: &mut ThreadState) -> Clock {
         st.calls = st.calls.wrapping_add(1);
         let sampled = st.calls.is_multiple_of(CALL_SAMPLE);
-        let t0 = if sampled || timed_upfront() {
-            ticks()
-        } else {
-            0
-        };
+        let t0 = if sampled { ticks() } else { 0 };
         Clock {
             t0,
             scale: if sampled { CALL_SAMPLE } else { 0 },
@@ -276,18 +265,38 @@ fn on_alloc(
     };
     st.sizes.add(size as u64, cw);
     let id = stack(st, fp);
+    let lifetime_head = crate::config::get().lifetime_head;
+    let sampled = st.sampler.is_some();
     let ps = st.stacks.get(id);
+    // The weight of the block's lifetime: a sampled block's own weight;
+    // otherwise 1 for a stack's first blocks in this thread, then
+    // LIFETIME_ONE_IN for one block in that many, and 0 for the others.
+    let head = ps.t.alloc.count < lifetime_head;
     ps.t.alloc.add_weighted(size as u64, cw, bw);
     if size == 0 {
         ps.t.zeros += cw;
     }
-    if stackless() {
+    let lw = if stackless() {
         ps.alive += bw as i64;
-        // Blocks carry no time: only a call whose duration is measured
-        // read the clock, and its lifetime alone must not be counted.
-        t0 = 0;
+        0
     } else {
         ps.add_alive(id, bw as i64);
+        if sampled {
+            cw
+        } else if head {
+            1
+        } else if st.lifetime_pick() {
+            LIFETIME_ONE_IN
+        } else {
+            0
+        }
+    };
+    if lw == 0 {
+        // No lifetime: a time read only for this call's duration must not
+        // start one (it did, in `--stack none`, measured from time 0).
+        t0 = 0;
+    } else if t0 == 0 {
+        t0 = ticks();
     }
     global_alive(&mut st.pending, bw as i64, t0);
     live::insert(live::Entry {
@@ -295,10 +304,25 @@ fn on_alloc(
         size: size as u64,
         time: t0,
         stack: id,
-        _pad: cw.min(u32::MAX as u64) as u32,
+        weight: lw.min(u32::MAX as u64) as u32,
     });
     id
 }
+
+/// Lifetimes: reading the CPU's clock costs about 12 ns here, as much as the
+/// rest of a pair's bookkeeping without its stack, and a block's lifetime
+/// needs two reads. So the first `LIFETIME_HEAD` blocks of each stack in
+/// each thread are timed, every one of them; after that, one block in
+/// `LIFETIME_ONE_IN`, picked at random, is timed and stands for that many
+/// (a stack that allocates millions of blocks still has tens of
+/// thousands timed). A stack's lifetime count stays the exact number of
+/// its blocks freed, and its sum is the timed blocks' weighted mean times
+/// that count (`counters::PerStack::wire_counters`); its minimum and
+/// maximum are those of the timed blocks. `--exact-lifetimes` times every
+/// block (`lifetime_head` is then unbounded).
+pub const LIFETIME_HEAD: u64 = 64;
+/// See `LIFETIME_HEAD`; a power of two (`ThreadState::lifetime_pick`).
+pub const LIFETIME_ONE_IN: u64 = 16;
 
 /// `on_alloc`'s answer when the block was not recorded (failed or not sampled).
 const NOT_RECORDED: u32 = u32::MAX;
@@ -310,7 +334,7 @@ fn weights(e: &live::Entry) -> (u64, u64) {
     if mean == 0 {
         (1, e.size)
     } else {
-        (e._pad as u64, crate::sampler::bytes_weight(e.size, mean))
+        (e.weight as u64, crate::sampler::bytes_weight(e.size, mean))
     }
 }
 
@@ -338,11 +362,13 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
     let (cw, bw) = weights(e);
     let ps = st.stacks.get(e.stack);
     ps.t.free.add_weighted(e.size, cw, bw);
-    // A block without a time (`--stack none`) has no lifetime, even when
-    // this free's own duration is measured and `now` was read for it.
+    // A block without a time (`--stack none`, or not timed: see
+    // `LIFETIME_HEAD`) has no lifetime, even when this free's own duration
+    // is measured and `now` was read for it.
     if now != 0 && e.time != 0 {
         let lt = now.wrapping_sub(e.time).min(i64::MAX as u64);
-        ps.t.lifetime.add_weighted(lt, cw, lt.saturating_mul(cw));
+        let lw = e.weight as u64;
+        ps.t.lifetime.add_weighted(lt, lw, lt.saturating_mul(lw));
     }
     if stackless() {
         ps.alive -= bw as i64;

@@ -24,7 +24,10 @@ pub struct Entry {
     pub size: u64,
     pub time: u64,
     pub stack: u32,
-    pub _pad: u32,
+    /// With `--sample-every`, the count the block stands for; otherwise
+    /// the weight of its lifetime (see `hooks::LIFETIME_HEAD`), 0 for a
+    /// block whose lifetime is not measured.
+    pub weight: u32,
 }
 
 /// One open-addressing table with linear probing and backward-shift
@@ -80,7 +83,7 @@ const EMPTY_ENTRY: Entry = Entry {
     size: 0,
     time: 0,
     stack: 0,
-    _pad: 0,
+    weight: 0,
 };
 #[allow(clippy::declare_interior_mutable_const)] // only used to initialize the array
 const EMPTY_SHARD: Shard = Shard(SpinLock::new(Table::new()));

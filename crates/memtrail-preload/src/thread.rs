@@ -46,6 +46,24 @@ pub struct ThreadState {
     /// orphan states), for its lean-path counters.
     pub tls: *const Tls,
     next: *mut ThreadState,
+    /// xorshift state for picking the blocks whose lifetime is measured.
+    lifetime_rng: u64,
+}
+
+impl ThreadState {
+    /// Whether a block of a stack past its first blocks has its lifetime
+    /// measured: one in `LIFETIME_ONE_IN`, at random (xorshift64), so that
+    /// no period in the program's allocations lines up with the picks.
+    #[inline(always)]
+    pub fn lifetime_pick(&mut self) -> bool {
+        const BITS: u32 = crate::hooks::LIFETIME_ONE_IN.trailing_zeros();
+        let mut x = self.lifetime_rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.lifetime_rng = x;
+        x >> (64 - BITS) == 0
+    }
 }
 
 impl ThreadState {
@@ -149,6 +167,7 @@ impl ThreadState {
             dead: false,
             tls: core::ptr::null(),
             next: null_mut(),
+            lifetime_rng: 0x9E37_79B9_7F4A_7C15 ^ (number << 17) ^ 1,
         }
     }
 }

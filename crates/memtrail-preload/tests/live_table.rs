@@ -22,7 +22,7 @@ fn entry(addr: u64, n: u64) -> Entry {
         size: n,
         time: n * 3,
         stack: n as u32,
-        _pad: 0,
+        weight: 0,
     }
 }
 

@@ -45,6 +45,12 @@ pub struct MemtrailExt {
     /// Sampling: one allocation in `n` was recorded; `None`: all were.
     #[serde(default)]
     pub sample_every: Option<u64>,
+    /// Lifetimes: each stack's first `n` blocks in each thread were timed,
+    /// then one in 16 at random, standing for 16 (counts exact, sums
+    /// estimated, minimum and maximum those of the timed blocks); `None`:
+    /// every block was timed.
+    #[serde(default)]
+    pub lifetimes_sampled_after: Option<u64>,
     /// Bytes the recorder itself used in the profiled process.
     pub internal_memory: u64,
     /// Peak of requested (live) bytes over the run: the exact maximum, not a
@@ -110,6 +116,7 @@ impl MemtrailExt {
             truncated_stacks: 0,
             frees_unwound: false,
             sample_every: None,
+            lifetimes_sampled_after: None,
             internal_memory: 0,
             peak_requested: 0,
             peak_time: 0,

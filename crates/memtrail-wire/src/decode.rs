@@ -12,6 +12,9 @@ pub struct Dump {
     pub stack_mode: Option<StackMode>,
     pub max_depth: u32,
     pub sample_every: u64,
+    /// Blocks of each stack in each thread timed one by one before its
+    /// lifetimes are sampled (u64::MAX: every block timed).
+    pub lifetime_head: u64,
     pub ticks_per_second: u64,
     pub start_ticks: u64,
     pub end_ticks: u64,
@@ -181,6 +184,7 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 d.stack_mode = StackMode::from_u8(r.u()? as u8);
                 d.max_depth = r.u()? as u32;
                 d.sample_every = r.u()?;
+                d.lifetime_head = r.u()?;
                 d.ticks_per_second = r.u()?;
                 d.start_ticks = r.u()?;
                 d.end_ticks = r.u()?;
@@ -312,7 +316,7 @@ mod tests {
     fn with_header() -> Encoder<VecSink> {
         let mut e = Encoder::new(VecSink(Vec::new()));
         e.tag(Tag::Header);
-        for v in [VERSION, 42, 1, 2, 128, 0, 1000, 5, 9, 77] {
+        for v in [VERSION, 42, 1, 2, 128, 0, 64, 1000, 5, 9, 77] {
             e.u(v);
         }
         e.bytes(b"/bin/prog");

@@ -22,7 +22,7 @@ pub use decode::*;
 pub const MAGIC: &[u8; 8] = b"MTRAIL\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 3;
+pub const VERSION: u64 = 4;
 
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "MEMTRAIL_DIR";
@@ -170,6 +170,7 @@ impl StackMode {
 #[repr(u8)]
 pub enum Tag {
     /// version, pid, ppid, stack mode (u8 as varint), max depth, sample_every,
+    /// lifetime head (blocks of a stack timed one by one; u64::MAX: all),
     /// ticks per second, start ticks, end ticks, start unix ns, exe (bytes), cmdline (bytes, NUL separated)
     Header = 1,
     /// start, end, file offset, path (bytes), build id (bytes): one executable mapping

@@ -49,6 +49,12 @@ enum Command {
         /// (KiB, MiB, GiB): 512K is 524288.
         #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
         sample_every: Option<u64>,
+        /// Time every block for its lifetime. By default a call stack's
+        /// first 64 blocks in each thread are timed, then one in 16 at
+        /// random, which stands for 16: lifetime counts stay exact, sums
+        /// are estimates, minima and maxima those of the timed blocks.
+        #[arg(long)]
+        exact_lifetimes: bool,
         /// Once the program has ended, how long to wait for the processes
         /// it started that still run (they write their profile data as they
         /// end); 0 does not wait.
@@ -140,6 +146,7 @@ pub fn main() -> Result<u8> {
             max_depth,
             no_follow,
             sample_every,
+            exact_lifetimes,
             wait_children,
             top,
             quiet,
@@ -169,6 +176,7 @@ pub fn main() -> Result<u8> {
                 max_depth,
                 follow: !no_follow,
                 sample_every,
+                exact_lifetimes,
                 top,
                 quiet,
                 wait_children: std::time::Duration::from_secs_f64(wait_children),

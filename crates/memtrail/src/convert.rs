@@ -333,6 +333,12 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     let mut ext = mp::MemtrailExt::new(mode, d.max_depth);
     ext.truncated_stacks = d.globals.truncated_stacks;
     ext.sample_every = (d.sample_every > 0).then_some(d.sample_every);
+    // Sampled blocks (`--sample-every`), and `--stack none`'s, are timed
+    // alike: all or none.
+    ext.lifetimes_sampled_after = (d.lifetime_head != u64::MAX
+        && d.sample_every == 0
+        && d.stack_mode != Some(memtrail_wire::StackMode::None))
+    .then_some(d.lifetime_head);
     ext.internal_memory = d.globals.internal_memory;
     ext.peak_requested = d.globals.peak_requested;
     ext.peak_time = d.globals.peak_ticks;

@@ -24,6 +24,9 @@ pub struct RunOptions {
     pub max_depth: u32,
     pub follow: bool,
     pub sample_every: Option<u64>,
+    /// Time every block's lifetime (`lifetimes=exact`), not a sample of
+    /// each stack's blocks.
+    pub exact_lifetimes: bool,
     pub top: usize,
     pub quiet: bool,
     /// How long to wait, once the program has ended, for the processes it
@@ -409,13 +412,16 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         StackArg::Fp => "fp",
         StackArg::None => "none",
     };
-    let opts = format!(
+    let mut opts = format!(
         "stack={stack},depth={},follow={},parent={},sample={}",
         o.max_depth,
         u8::from(o.follow),
         std::process::id(),
         o.sample_every.unwrap_or(0)
     );
+    if o.exact_lifetimes {
+        opts.push_str(",lifetimes=exact");
+    }
     let reaper = o.follow && become_subreaper();
     let child = match Command::new(&o.program)
         .args(&o.args)

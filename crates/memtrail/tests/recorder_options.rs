@@ -271,6 +271,51 @@ fn every_freed_block_has_a_lifetime_except_without_a_clock() {
 }
 
 #[test]
+fn sampled_lifetimes_keep_exact_counts_and_an_unbiased_mean() {
+    // A stack's first 64 blocks in a thread are timed one by one, then one
+    // in 16 at random, standing for 16. `site_mixed`'s first 64 blocks die
+    // at once and its next 1600 live 100 ms: the mean lifetime must be the
+    // program's own (weighting the picks as 1 would give 61% of it), and
+    // the count every block freed.
+    let dir = Scratch::new("opt-lifetime-sample");
+    let exe = build(&dir);
+    for (extra, sampled) in [(&[][..], Some(64)), (&["--exact-lifetimes"][..], None)] {
+        let (p, out) = run_out(&dir, &exe, extra, &["lifetimes"]);
+        let truth: f64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("mean_ns="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{extra:?}: {out}"));
+        let ext = p.memtrail.as_ref().unwrap();
+        assert_eq!(ext.lifetimes_sampled_after, sampled, "{extra:?}");
+        let tps = p.globals.ticks_per_second as f64;
+        let site = |f: &str| {
+            p.stacks
+                .iter()
+                .find(|s| function_of(&p, &s.stack) == f)
+                .unwrap_or_else(|| panic!("{extra:?}: no stack of {f}"))
+        };
+        let mixed = &site("site_mixed").infos;
+        assert_eq!(mixed.free.count, 1664, "{extra:?}");
+        assert_eq!(mixed.lifetime.count, 1664, "{extra:?}");
+        let mean = mixed.lifetime.sum as f64 / mixed.lifetime.count as f64 / tps * 1e9;
+        assert!(
+            (mean / truth - 1.0).abs() < 0.03,
+            "{extra:?}: mean lifetime {mean:.0} ns, the program saw {truth:.0} ns"
+        );
+        assert!(mixed.lifetime.min as f64 / tps < 0.001, "{extra:?}");
+        assert!(mixed.lifetime.max as f64 / tps >= 0.1, "{extra:?}");
+        let brief = &site("site_brief").infos;
+        assert_eq!(brief.lifetime.count, 20000, "{extra:?}");
+        assert!(
+            (brief.lifetime.sum as f64 / 20000.0 / tps) < 0.001,
+            "{extra:?}: blocks freed at once lived {} ticks on average",
+            brief.lifetime.sum / 20000
+        );
+    }
+}
+
+#[test]
 fn errno_and_return_values_are_the_allocators() {
     let dir = Scratch::new("opt-errno");
     let exe = build(&dir);
