@@ -578,7 +578,11 @@ impl fmt::Display for Summary {
         }
         head.push(vec!["Recorded by".to_owned(), by]);
         if let Some(r) = &self.recording {
-            let mut text = format!("{} stacks, at most {} frames", r.stack_mode, r.max_depth);
+            let mut text = if r.stack_mode == "none" {
+                "no stacks".to_owned()
+            } else {
+                format!("{} stacks, at most {} frames", r.stack_mode, r.max_depth)
+            };
             if r.truncated_stacks > 0 {
                 text.push_str(&format!(
                     " ({} cut)",

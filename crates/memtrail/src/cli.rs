@@ -53,6 +53,8 @@ enum Command {
         /// first 64 blocks in each thread are timed, then one in 16 at
         /// random, which stands for 16: lifetime counts stay exact, sums
         /// are estimates, minima and maxima those of the timed blocks.
+        /// (`--sample-every` times every sampled block; `--stack none`
+        /// times none.)
         #[arg(long)]
         exact_lifetimes: bool,
         /// Once the program has ended, how long to wait for the processes
