@@ -25,13 +25,6 @@ pub fn ticks() -> u64 {
 /// of the bookkeeping of an event.
 const CALL_SAMPLE: u64 = 64;
 
-/// Whether allocation times are kept (for lifetimes): not in `--stack none`,
-/// whose events carry no clock read at all.
-#[inline(always)]
-fn timed() -> bool {
-    crate::config::get().stack_mode != StackMode::None
-}
-
 /// Whether blocks carry no stack (`--stack none`): every block is then the
 /// empty stack's, whose bytes alive are the process's, so the per-stack
 /// tracking of maxima is skipped and the profile takes them from the
@@ -252,9 +245,6 @@ fn on_alloc(
         Some(s) => match s.take(thread::tls(), size as u64) {
             None => return NOT_RECORDED,
             Some(cw) => {
-                if t0 == 0 && timed() {
-                    t0 = ticks();
-                }
                 crate::sampler::mark(p as u64);
                 (
                     cw,
@@ -268,20 +258,21 @@ fn on_alloc(
     let lifetime_head = crate::config::get().lifetime_head;
     let sampled = st.sampler.is_some();
     let ps = st.stacks.get(id);
-    // The weight of the block's lifetime: a sampled block's own weight;
-    // otherwise 1 for a stack's first blocks in this thread, then
-    // LIFETIME_ONE_IN for one block in that many, and 0 for the others.
     let head = ps.t.alloc.count < lifetime_head;
     ps.t.alloc.add_weighted(size as u64, cw, bw);
     if size == 0 {
         ps.t.zeros += cw;
     }
-    let lw = if stackless() {
+    // The entry's weight: a sampled block's count weight, which also
+    // weighs its lifetime; otherwise its lifetime's: 1 for a stack's first
+    // blocks in this thread, then LIFETIME_ONE_IN for one block in that
+    // many, and 0 (not timed) for the others.
+    let (weight, timed) = if stackless() {
         ps.alive += bw as i64;
-        0
+        (if sampled { cw } else { 0 }, false)
     } else {
         ps.add_alive(id, bw as i64);
-        if sampled {
+        let w = if sampled {
             cw
         } else if head {
             1
@@ -289,9 +280,10 @@ fn on_alloc(
             LIFETIME_ONE_IN
         } else {
             0
-        }
+        };
+        (w, w != 0)
     };
-    if lw == 0 {
+    if !timed {
         // No lifetime: a time read only for this call's duration must not
         // start one (it did, in `--stack none`, measured from time 0).
         t0 = 0;
@@ -304,7 +296,7 @@ fn on_alloc(
         size: size as u64,
         time: t0,
         stack: id,
-        weight: lw.min(u32::MAX as u64) as u32,
+        weight: weight.min(u32::MAX as u64) as u32,
     });
     id
 }

@@ -433,6 +433,34 @@ fn sampling_estimates_are_within_ten_percent() {
 }
 
 #[test]
+fn sampling_without_stacks_counts_the_frees_of_sampled_blocks() {
+    // A sampled block's weight, kept in its live entry, counts its free:
+    // with `--stack none` too, where no block is timed (an entry with no
+    // lifetime weight once counted its free as 0).
+    let dir = Scratch::new("opt-sampled-none");
+    let exe = build(&dir);
+    let p = run(
+        &dir,
+        &exe,
+        &["--stack", "none", "--sample-every", "512K"],
+        &["sampling"],
+    );
+    let sum = |f: fn(&memtrail_profile::StackInfos) -> u64| -> u64 {
+        p.stacks.iter().map(|s| f(&s.infos)).sum()
+    };
+    let allocs = sum(|i| i.alloc.count);
+    let frees = sum(|i| i.free.count);
+    // Everything the program allocates it frees; the C library's few
+    // blocks left at exit weigh far less than 1%.
+    assert!(allocs > 100_000, "{allocs} allocations estimated");
+    assert!(
+        frees as f64 >= 0.99 * allocs as f64 && frees <= allocs,
+        "{frees} frees of {allocs} allocations"
+    );
+    assert_eq!(sum(|i| i.lifetime.count), 0);
+}
+
+#[test]
 fn sampling_keeps_exact_call_counts_in_every_thread() {
     // The lean path of --sample-every counts calls in each thread's TLS
     // block: threads that ended and threads still running at exit must
