@@ -16,14 +16,26 @@ mod sync;
 use live::{Entry, Table};
 use std::collections::HashMap;
 
+/// Entry number `n`: one in three with a time, one in three with a size
+/// too large for a slot (both kept in a record), the others in the slot.
 fn entry(addr: u64, n: u64) -> Entry {
+    let (size, time, weight) = match n % 3 {
+        0 => (n, 0, 0),
+        1 => (n, n * 3, 16),
+        _ => ((1 << 31) + n, 0, 0),
+    };
     Entry {
         addr,
-        size: n,
-        time: n * 3,
-        stack: n as u32,
-        weight: 0,
+        size,
+        time,
+        stack: n as u32 | 0x8000_0000,
+        weight,
     }
+}
+
+/// Whether entry number `n` needs a record.
+fn has_record(n: u64) -> bool {
+    !n.is_multiple_of(3)
 }
 
 /// Applies `ops` (true: insert, false: remove) to a table and a map; every
@@ -39,18 +51,29 @@ fn check(ops: &[(bool, u64)]) -> usize {
             assert!(t.insert(entry(addr, n)));
             m.insert(addr, n);
         } else {
-            let got = t.remove(addr).map(|e| (e.size, e.time, e.stack));
-            let want = m.remove(&addr).map(|n| (n, n * 3, n as u32));
+            let got = t.remove(addr).map(|e| (e.size, e.time, e.stack, e.weight));
+            let want = m.remove(&addr).map(|n| {
+                let e = entry(addr, n);
+                (e.size, e.time, e.stack, e.weight)
+            });
             assert_eq!(got, want, "remove {addr:#x} (op {n})");
         }
         most_far = most_far.max(t.len().1);
     }
     assert_eq!(t.len().0, m.len());
+    assert_eq!(
+        t.records_held(),
+        m.values().filter(|&&n| has_record(n)).count(),
+        "records held"
+    );
     let mut seen = HashMap::new();
     t.for_each(|e| {
         assert!(seen.insert(e.addr, e.size).is_none(), "{:#x} twice", e.addr);
     });
-    assert_eq!(seen, m);
+    assert_eq!(
+        seen,
+        m.iter().map(|(&a, &n)| (a, entry(a, n).size)).collect()
+    );
     most_far
 }
 
@@ -127,6 +150,7 @@ fn an_address_inserted_again_replaces_the_block_wherever_it_sits() {
     let addrs = one_shard(0x7000_0000_0000, 16);
     let mut t = Table::new();
     for &a in &addrs {
+        // With a record, the newer entry (without) must free it.
         assert!(t.insert(entry(a, 1)));
     }
     assert!(t.len().1 > 0, "nothing in the overflow table");
@@ -138,12 +162,13 @@ fn an_address_inserted_again_replaces_the_block_wherever_it_sits() {
     }
     // In the other order: the overflowed blocks come first.
     for &a in addrs.iter().rev() {
-        assert!(t.insert(entry(a, 2)));
+        assert!(t.insert(entry(a, 3)));
     }
     assert_eq!(t.len().0, addrs.len());
+    assert_eq!(t.records_held(), 0, "a replaced block's record was kept");
     for &a in &addrs {
         let e = t.remove(a).expect("block lost");
-        assert_eq!(e.size, 2);
+        assert_eq!(e.size, 3);
     }
     assert_eq!(t.len(), (0, 0));
 }
