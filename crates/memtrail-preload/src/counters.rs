@@ -42,6 +42,9 @@ pub struct PerStack {
     pub flushed: i64,
     pub at_peak: i64,
     pub epoch: u64,
+    /// The stack's shared entry (`stacks::entry`), kept at hand: set when
+    /// the thread first meets the stack (`StackMap::get`).
+    pub shared: Option<&'static stacks::StackEntry>,
 }
 
 impl PerStack {
@@ -69,7 +72,10 @@ impl PerStack {
         self.touch();
         self.alive += delta;
         let pending = self.alive - self.flushed;
-        let e = stacks::entry(id);
+        let e = match self.shared {
+            Some(e) => e,
+            None => stacks::entry(id),
+        };
         if delta > 0 {
             let cand = e.alive.load(Ordering::Relaxed) + pending;
             if cand > e.max_alive.load(Ordering::Relaxed) as i64 {
@@ -210,7 +216,10 @@ impl StackMap {
         }
         let at = self.vals.len() as u32;
         self.slots[i] = (id + 1, at);
-        self.vals.push(PerStack::default());
+        self.vals.push(PerStack {
+            shared: Some(stacks::entry(id)),
+            ..PerStack::default()
+        });
         self.ids.push(id);
         self.last_key = id + 1;
         self.last = at;

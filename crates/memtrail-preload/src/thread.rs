@@ -48,21 +48,49 @@ pub struct ThreadState {
     next: *mut ThreadState,
     /// xorshift state for picking the blocks whose lifetime is measured.
     lifetime_rng: u64,
+    /// Blocks past their stack's head left to go before the next one whose
+    /// lifetime is measured.
+    lifetime_gap: u32,
 }
 
 impl ThreadState {
     /// Whether a block of a stack past its first blocks has its lifetime
-    /// measured: one in `LIFETIME_ONE_IN`, at random (xorshift64), so that
-    /// no period in the program's allocations lines up with the picks.
+    /// measured: one in `LIFETIME_ONE_IN`, at random, so that no period in
+    /// the program's allocations lines up with the picks. The gaps between
+    /// picks are drawn ahead (`lifetime_gap`), so that most blocks cost a
+    /// decrement.
     #[inline(always)]
     pub fn lifetime_pick(&mut self) -> bool {
-        const BITS: u32 = crate::hooks::LIFETIME_ONE_IN.trailing_zeros();
-        let mut x = self.lifetime_rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.lifetime_rng = x;
-        x >> (64 - BITS) == 0
+        if self.lifetime_gap != 0 {
+            self.lifetime_gap -= 1;
+            return false;
+        }
+        self.lifetime_gap = self.next_lifetime_gap();
+        true
+    }
+
+    /// How many blocks fail their one-in-16 draw before one succeeds: each
+    /// 4-bit nibble of a random word (xorshift64) is one draw, which
+    /// succeeds when the nibble is 0.
+    #[inline(never)]
+    fn next_lifetime_gap(&mut self) -> u32 {
+        const _: () = assert!(crate::hooks::LIFETIME_ONE_IN == 16);
+        let mut gap = 0u32;
+        loop {
+            let mut x = self.lifetime_rng;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.lifetime_rng = x;
+            // The lowest zero nibble of x sets the top bit of its nibble
+            // here (higher ones may be wrong: a borrow runs up from it).
+            const ONES: u64 = 0x1111_1111_1111_1111;
+            let zero = x.wrapping_sub(ONES) & !x & (ONES << 3);
+            if zero != 0 {
+                return gap + zero.trailing_zeros() / 4;
+            }
+            gap = gap.saturating_add(16);
+        }
     }
 }
 
@@ -145,7 +173,7 @@ impl ThreadState {
                 hi,
             )
         });
-        ThreadState {
+        let mut s = ThreadState {
             number,
             busy: AtomicBool::new(false),
             stats: [(0, 0, 0); AllocFn::COUNT],
@@ -168,7 +196,10 @@ impl ThreadState {
             tls: core::ptr::null(),
             next: null_mut(),
             lifetime_rng: 0x9E37_79B9_7F4A_7C15 ^ (number << 17) ^ 1,
-        }
+            lifetime_gap: 0,
+        };
+        s.lifetime_gap = s.next_lifetime_gap();
+        s
     }
 }
 
