@@ -157,7 +157,7 @@ pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
 
 /// Stack id -> counters: an open-addressing index of (id, position) pairs
 /// over counters kept densely in order of first use. A stack costs its
-/// counters (216 bytes) and two to four 8-byte index slots; the counters
+/// counters (224 bytes) and two to four 8-byte index slots; the counters
 /// sat in the hash slots themselves before, two to four times over (a
 /// program with a million distinct stacks: 947 MB -> 500 MB).
 pub struct StackMap {
