@@ -253,7 +253,9 @@ const MAX_SHIFT: usize = 16;
 pub struct Shard(pub SpinLock<Table>);
 
 const _: () = assert!(core::mem::size_of::<Shard>() == 128);
-const _: () = assert!(core::mem::offset_of!(Table, far) + 8 <= 64);
+// The lock word (8 bytes, first: `SpinLock` is `repr(C)`) and the
+// address-ordered table's fields, which precede `far`, in the first line.
+const _: () = assert!(8 + core::mem::offset_of!(Table, far) <= 64);
 
 #[allow(clippy::declare_interior_mutable_const)] // only used to initialize the array
 const EMPTY_PROBE: Probe = Probe {

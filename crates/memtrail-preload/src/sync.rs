@@ -16,6 +16,9 @@ pub struct RawSpin {
     holder: AtomicUsize,
 }
 
+/// The lock word first (`repr(C)`), so that a lock and the start of what it
+/// guards share a cache line (see `live::Shard`).
+#[repr(C)]
 pub struct SpinLock<T> {
     raw: RawSpin,
     data: UnsafeCell<T>,
