@@ -354,8 +354,9 @@ fn write_profile(profile: &memtrail_profile::Profile, path: &Path) -> Result<()>
     }
     let f = std::fs::File::create(path)
         .with_context(|| format!("cannot write the profile to {}", path.display()))?;
+    // `write_to` buffers (1 MiB) itself.
     profile
-        .write_to(std::io::BufWriter::new(f))
+        .write_to(f)
         .with_context(|| format!("cannot write the profile to {}", path.display()))
 }
 
