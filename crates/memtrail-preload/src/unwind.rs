@@ -114,12 +114,32 @@ struct Snapshot {
     valid: bool,
 }
 
-const SNAPSHOTS: usize = 8;
+/// Snapshots are kept in sets of `SNAPSHOT_WAYS`, the set chosen by the
+/// first frame's state, so that a capture looks at one set only. Python's
+/// start-up (83 000 captures of 16 000 distinct stacks) with 32 snapshots
+/// instead of 8 in one list: 143 000 unwinding steps instead of 207 000,
+/// and 434 M instructions instead of 486 M under callgrind. Building
+/// 300 000 strings after it, where every capture finds its snapshot, adds
+/// 5 M fewer (each capture looks at 4 snapshots instead of 8).
+/// A snapshot's words are reserved when it is first used: 4 KiB each.
+const SNAPSHOT_SETS: usize = 8;
+const SNAPSHOT_WAYS: usize = 4;
+const SNAPSHOTS: usize = SNAPSHOT_SETS * SNAPSHOT_WAYS;
 const SNAPSHOT_READS: usize = 256;
+
+/// The set of snapshots for a first state (bp is not part of it: it is
+/// compared only where it matters).
+#[inline(always)]
+fn snapshot_set(first: &State) -> usize {
+    let h = (first.ra ^ first.sp.rotate_left(23)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> (64 - SNAPSHOT_SETS.trailing_zeros())) as usize
+}
+const _: () = assert!(SNAPSHOT_SETS.is_power_of_two() && SNAPSHOT_SETS > 1);
 
 pub struct Unwind {
     snaps: Vec<Snapshot>,
-    snap_next: usize,
+    /// The way of each set that the next snapshot of that set replaces.
+    snap_next: [u8; SNAPSHOT_SETS],
     snap_unwinder: usize,
     max_depth: usize,
     dwarf: bool,
@@ -207,12 +227,13 @@ impl Unwind {
                 .map(|_| Snapshot {
                     first: State::default(),
                     bp_matters: true,
-                    reads: Vec::with_capacity(SNAPSHOT_READS),
+                    // Reserved when first used (see `capture`).
+                    reads: Vec::new(),
                     id: 0,
                     valid: false,
                 })
                 .collect(),
-            snap_next: 0,
+            snap_next: [0; SNAPSHOT_SETS],
             snap_unwinder: 0,
             max_depth,
             dwarf,
@@ -285,7 +306,8 @@ impl Unwind {
             }
             self.deps.fill((0, 0));
         }
-        for s in &self.snaps {
+        let set = snapshot_set(&first);
+        for s in &self.snaps[set * SNAPSHOT_WAYS..(set + 1) * SNAPSHOT_WAYS] {
             // Same first state means the same stack pointer, so every word
             // the snapshot read lies where it did then: inside this
             // thread's stack, above our own frame. bp is compared only where
@@ -448,8 +470,12 @@ impl Unwind {
         self.rec_id = id;
         // Remember this stack whole, unless it was cut (no root to verify).
         if !truncated && self.reads.len() <= SNAPSHOT_READS {
-            let s = &mut self.snaps[self.snap_next];
-            self.snap_next = (self.snap_next + 1) % SNAPSHOTS;
+            let way = self.snap_next[set] as usize;
+            self.snap_next[set] = ((way + 1) % SNAPSHOT_WAYS) as u8;
+            let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
+            if s.reads.capacity() == 0 {
+                s.reads.reserve_exact(SNAPSHOT_READS);
+            }
             s.first = first;
             s.bp_matters = self.rec_bp_matters.last().copied().unwrap_or(true);
             s.reads.clear();
