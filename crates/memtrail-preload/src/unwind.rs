@@ -470,13 +470,15 @@ impl Unwind {
         };
         self.rec_id = id;
         // Remember this stack whole, unless it was cut (no root to verify).
-        if !truncated && self.reads.len() <= SNAPSHOT_READS {
-            let way = self.snap_next[set] as usize;
+        let way = self.snap_next[set] as usize;
+        let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
+        // Its words are reserved when the snapshot is first used; out of
+        // memory for them, the stack is not remembered.
+        if !truncated
+            && self.reads.len() <= SNAPSHOT_READS
+            && (s.reads.capacity() != 0 || s.reads.try_reserve_exact(SNAPSHOT_READS).is_ok())
+        {
             self.snap_next[set] = ((way + 1) % SNAPSHOT_WAYS) as u8;
-            let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
-            if s.reads.capacity() == 0 {
-                s.reads.reserve_exact(SNAPSHOT_READS);
-            }
             s.first = first;
             s.bp_matters = self.rec_bp_matters.last().copied().unwrap_or(true);
             s.reads.clear();
