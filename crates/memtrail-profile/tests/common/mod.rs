@@ -1,7 +1,7 @@
 //! Shared by the integration tests: where the MALT sample lives.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The real MALT 1.6.2 profile of `fixtures/malt-1.6.2-sample/sample.c`.
 pub fn sample_path() -> PathBuf {
@@ -12,8 +12,9 @@ pub fn sample_bytes() -> Vec<u8> {
     std::fs::read(sample_path()).expect("the sample fixture is committed")
 }
 
-/// A fresh scratch directory for one test.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh scratch directory for one test, removed with what it holds when
+/// the test is done with it (passed or failed).
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!(
         "memtrail-profile-test-{}-{}",
         name,
@@ -21,5 +22,26 @@ pub fn scratch(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
