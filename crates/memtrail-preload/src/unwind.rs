@@ -116,14 +116,15 @@ struct Snapshot {
 
 /// Snapshots are kept in sets of `SNAPSHOT_WAYS`, the set chosen by the
 /// first frame's state, so that a capture looks at one set only. Python's
-/// start-up (83 000 captures of 16 000 distinct stacks) with 32 snapshots
-/// instead of 8 in one list: 32 600 captures walk instead of 51 500,
-/// 143 000 unwinding steps instead of 207 000, and 434 M instructions
-/// instead of 486 M under callgrind. Building
-/// 300 000 strings after it, where every capture finds its snapshot, adds
-/// 5 M fewer (each capture looks at 4 snapshots instead of 8).
-/// A snapshot's words are reserved when it is first used: 4 KiB each.
-const SNAPSHOT_SETS: usize = 8;
+/// start-up (83 000 captures of 16 000 distinct stacks) under callgrind,
+/// with 8 snapshots in one list, 32 and 64 in sets of 4: 51 500, 32 600 and
+/// 27 300 captures walk; 207 000, 143 000 and 121 000 unwinding steps; 486,
+/// 434 and 417 M instructions (Python alone: 152 M), 128 snapshots 405 M.
+/// Building 300 000 strings after it, where every capture finds its
+/// snapshot, adds 5 M fewer with sets (each capture looks at 4 snapshots
+/// instead of 8). A snapshot's words are reserved when it is first used:
+/// 4 KiB each, 256 KiB for a thread that fills all 64.
+const SNAPSHOT_SETS: usize = 16;
 const SNAPSHOT_WAYS: usize = 4;
 const SNAPSHOTS: usize = SNAPSHOT_SETS * SNAPSHOT_WAYS;
 const SNAPSHOT_READS: usize = 256;
