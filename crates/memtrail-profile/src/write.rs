@@ -226,6 +226,11 @@ mod tests {
                 Addr::python(17),
                 Addr::native(u64::MAX),
             ],
+            // The longest text an address has, and the shortest of each kind.
+            ["PYPTR-0xffffffffffffffff", "PYPTR-0x0", "PY-0x0", "0x1"]
+                .iter()
+                .map(|t| t.parse().unwrap())
+                .collect(),
         ]
         .into_iter()
         .enumerate()
