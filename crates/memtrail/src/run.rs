@@ -389,9 +389,11 @@ impl Phases {
         if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
             let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
             line += &format!(
-                "; memtrail's cpu (ms): user {:.0} sys {:.0}",
+                "; memtrail's cpu (ms): user {:.0} sys {:.0}; peak memory {} MB, page faults {}",
                 ms(ru.ru_utime),
-                ms(ru.ru_stime)
+                ms(ru.ru_stime),
+                ru.ru_maxrss / 1024,
+                ru.ru_minflt + ru.ru_majflt
             );
         }
         eprintln!("{line}");
