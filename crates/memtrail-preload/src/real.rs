@@ -164,7 +164,7 @@ pub struct BootBuf([u8; BOOT_SIZE]);
 pub static mut BOOT: BootBuf = BootBuf([0; BOOT_SIZE]);
 static BOOT_USED: AtomicUsize = AtomicUsize::new(0);
 
-fn boot_base() -> usize {
+pub fn boot_base() -> usize {
     core::ptr::addr_of_mut!(BOOT) as usize
 }
 

@@ -124,6 +124,19 @@ pub fn unmark(addr: u64) {
     });
 }
 
+/// Makes every page of `[lo, lo + len)` look as if it may hold a sampled
+/// block, for good (255 is a bucket that `mark` and `unmark` leave as it
+/// is): a `free` of a block there always takes the full hook. For the boot
+/// buffer (`real::BOOT`), so that the lean `free` needs no check of its own
+/// for the boot blocks, which must never reach the real `free`.
+pub fn pin(lo: u64, len: u64) {
+    let mut page = lo & !4095;
+    while page < lo + len {
+        FILTER[bucket(page)].store(255, Ordering::Relaxed);
+        page += 4096;
+    }
+}
+
 /// False when no sampled block can be at `addr`.
 #[inline(always)]
 pub fn maybe(addr: u64) -> bool {

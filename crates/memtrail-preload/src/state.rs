@@ -77,6 +77,9 @@ fn start() -> bool {
             _ => false,
         };
     }
+    // Before any thread can take a lean path (they wait for this start to
+    // end): see `hooks::free`.
+    crate::sampler::pin(real::boot_base() as u64, real::BOOT_SIZE as u64);
     let t = thread::tls();
     let was = t.in_hook.replace(true);
     real::resolve();
