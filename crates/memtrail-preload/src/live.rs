@@ -445,13 +445,21 @@ impl Probe {
         Some(found)
     }
 
+    /// Calls `f` on every block, and stops at the last one: at exit a
+    /// program has usually freed most of what it allocated, and its tables
+    /// stay as large as they grew (Python after 3 M strings: 76 MB of
+    /// empty slots, which the profile written at exit used to read whole).
     fn for_each(&self, mut f: impl FnMut(Slot)) {
-        for i in 0..self.cap() {
+        let mut left = self.len;
+        let mut i = 0;
+        while left != 0 && i < self.cap() {
             // SAFETY: inside the table.
             let e = unsafe { &*self.slots.add(i) };
             if e.addr != 0 {
                 f(*e);
+                left -= 1;
             }
+            i += 1;
         }
     }
 }
