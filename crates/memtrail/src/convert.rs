@@ -123,31 +123,71 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
             skip.min(s.frames.len().saturating_sub(1))
         })
         .collect();
+    // The recorder's own frames inside a stack: a hook that calls into the
+    // C library (`dlopen`, `dlclose`) sits between the program's call and
+    // what the library allocates there. They are left out, as if the
+    // program had called the library itself; the few stacks that hold one
+    // are copied into `rebuilt` without it, the others stay slices. The
+    // recorder's image is one span of addresses (its segments are mapped
+    // together), and most programs never have a frame in it, which the
+    // distinct addresses tell before any stack is looked at.
+    let own = d
+        .modules
+        .iter()
+        .filter(|m| m.path.ends_with(crate::run::PRELOAD_NAME))
+        .map(|m| (m.start, m.end))
+        .reduce(|(lo, hi), (s, e)| (lo.min(s), hi.max(e)))
+        .filter(|&(lo, hi)| addrs.iter().any(|a| (lo..hi).contains(a)));
+    let is_own = |f: u64| own.is_some_and(|(lo, hi)| f.wrapping_sub(1).wrapping_sub(lo) < hi - lo);
+    let mut rebuilt: Vec<u64> = Vec::new();
+    let mut rebuilt_at: HashMap<usize, (usize, usize)> = HashMap::default();
+    if own.is_some() {
+        for (i, (s, &skip)) in d.stacks.iter().zip(&skips).enumerate() {
+            let kept = &s.frames[skip..];
+            if kept.iter().any(|&f| is_own(f)) {
+                let from = rebuilt.len();
+                rebuilt.extend(kept.iter().copied().filter(|&f| !is_own(f)));
+                rebuilt_at.insert(i, (from, rebuilt.len()));
+            }
+        }
+    }
+    let key_of = |i: usize| -> &[u64] {
+        match rebuilt_at.get(&i) {
+            Some(&(from, to)) => &rebuilt[from..to],
+            None => &d.stacks[i].frames[skips[i]..],
+        }
+    };
+    let lost_frames = |i: usize| skips[i] > 0 || rebuilt_at.contains_key(&i);
     // The recorder stores each distinct stack once, so only a stack that
-    // lost wrapper frames can become equal to another, and only to one with
-    // the same leaf and depth: the others skip the index (a C program with a
+    // lost frames can become equal to another, and only to one with the
+    // same leaf and depth: the others skip the index (a C program with a
     // million distinct stacks hashed every one of them, 21 frames deep).
     let shape = |key: &[u64]| (key.first().copied().unwrap_or(0), key.len());
-    let shapes: HashSet<(u64, usize)> = d
-        .stacks
-        .iter()
-        .zip(&skips)
-        .filter(|&(_, &skip)| skip > 0)
-        .map(|(s, &skip)| shape(&s.frames[skip..]))
+    let shapes: HashSet<(u64, usize)> = (0..n)
+        .filter(|&i| lost_frames(i))
+        .map(|i| shape(key_of(i)))
         .collect();
     let mut merged: Vec<(&[u64], StackCounters, u64)> = Vec::with_capacity(n);
     let mut index: HashMap<&[u64], usize> = HashMap::default();
     let mut id_map: HashMap<u64, usize> = HashMap::with_capacity_and_hasher(n, Default::default());
-    // Addresses dropped as wrapper frames (a handful).
+    // Addresses dropped as wrapper or recorder frames (a handful).
     let mut dropped: HashSet<u64> = HashSet::default();
-    for (s, &skip) in d.stacks.iter().zip(&skips) {
+    for (i, (s, &skip)) in d.stacks.iter().zip(&skips).enumerate() {
         dropped.extend(s.frames[..skip].iter().map(|f| f.wrapping_sub(1)));
-        let key = &s.frames[skip..];
+        if rebuilt_at.contains_key(&i) {
+            dropped.extend(
+                s.frames[skip..]
+                    .iter()
+                    .filter(|&&f| is_own(f))
+                    .map(|f| f.wrapping_sub(1)),
+            );
+        }
+        let key = key_of(i);
         let mut add = || {
             merged.push((key, StackCounters::default(), s.id));
             merged.len() - 1
         };
-        let at = if skip > 0 || shapes.contains(&shape(key)) {
+        let at = if lost_frames(i) || shapes.contains(&shape(key)) {
             *index.entry(key).or_insert_with(add)
         } else {
             add()

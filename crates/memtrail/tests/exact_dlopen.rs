@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use memtrail_profile::Profile;
+use memtrail_profile::{Addr, Profile};
 use std::sync::OnceLock;
 
 fn profile() -> &'static Profile {
@@ -85,5 +85,43 @@ fn only_the_kept_block_leaks() {
         starts_with(p, &leaks[0].stack, &want),
         "{}",
         describe(p, &leaks[0].stack)
+    );
+}
+
+/// What the C library allocates inside `dlopen` is charged to the
+/// program's call of `dlopen`, as it would be without memtrail: the frame
+/// of memtrail's own `dlopen` hook, between the two, is left out of every
+/// stack (and of the sites), as the profiler is of a profile.
+#[test]
+fn the_recorders_own_frames_are_left_out() {
+    let p = profile();
+    let own = |a: &Addr| {
+        p.resolve_addr(*a)
+            .is_some_and(|r| r.binary_name() == "libmemtrail_preload.so")
+    };
+    let inside_dlopen: Vec<_> = p
+        .stacks
+        .stats
+        .iter()
+        .filter(|s| describe(p, &s.stack).contains("dl_open_worker"))
+        .collect();
+    assert!(
+        !inside_dlopen.is_empty(),
+        "no allocation inside dlopen recorded"
+    );
+    for s in &p.stacks.stats {
+        assert!(!s.stack.iter().any(own), "{}", describe(p, &s.stack));
+    }
+    for l in &p.leaks {
+        assert!(!l.stack.iter().any(own), "{}", describe(p, &l.stack));
+    }
+    // The call site stays: main's call of dlopen, right above the C library.
+    let line = site_line("dl_main.c", "open_lib");
+    assert!(
+        inside_dlopen
+            .iter()
+            .any(|s| describe(p, &s.stack).contains(&format!("main:{line}"))),
+        "{}",
+        describe(p, &inside_dlopen[0].stack)
     );
 }

@@ -14,7 +14,7 @@ int main(int argc, char **argv) {
     if (argc < 2)
         return 2;
     for (int round = 0; round < 2; round++) {
-        void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+        void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL); /* SITE:open_lib */
         if (!h)
             return 3;
         lib_alloc_fn f = (lib_alloc_fn)dlsym(h, "lib_alloc");
