@@ -80,15 +80,12 @@ fn map_with(len: usize, extra: i32) -> *mut u8 {
 /// `p` is a mapping of `old_len` bytes of this module that nothing else
 /// points into.
 pub unsafe fn grow_populated(p: *mut u8, old_len: usize, new_len: usize) -> *mut u8 {
-    let _e = crate::sync::ErrnoGuard::new();
-    // SAFETY: forwarded to the caller; MREMAP_MAYMOVE leaves the old
-    // mapping intact when it fails.
-    let q = unsafe { libc::syscall(libc::SYS_mremap, p, old_len, new_len, libc::MREMAP_MAYMOVE) };
-    if q < 0 && q > -4096 {
-        return null_mut();
+    // SAFETY: forwarded to the caller.
+    let q = unsafe { remap(p, old_len, new_len) };
+    if q.is_null() {
+        return q;
     }
-    INTERNAL_BYTES.fetch_add((new_len - old_len) as u64, Ordering::Relaxed);
-    let q = q as *mut u8;
+    let _e = crate::sync::ErrnoGuard::new();
     // Before Linux 5.14 the advice is refused and the pages fault in as
     // they are written: slower, the same result.
     // SAFETY: advice on the part of the mapping that was just added.
@@ -210,8 +207,9 @@ unsafe impl GlobalAlloc for Arena {
     }
 }
 
-/// Moves or resizes a mapping of [`map`] from `old_len` to `new_len` bytes
-/// (page multiples); null when the kernel refuses, the old one intact.
+/// Moves or resizes a mapping of [`map`] or [`map_populated`] from
+/// `old_len` to `new_len` bytes (page multiples), the kernel moving its
+/// pages; null when the kernel refuses, the old one intact.
 ///
 /// # Safety
 /// `p` is a mapping of `old_len` bytes of this module.
