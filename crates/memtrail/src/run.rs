@@ -360,9 +360,22 @@ fn write_profile(profile: &memtrail_profile::Profile, path: &Path) -> Result<()>
         .with_context(|| format!("cannot write the profile to {}", path.display()))
 }
 
-/// `MEMTRAIL_PHASES=1`: how long each phase of `run` took, on stderr (for
-/// measuring memtrail's own fixed cost; see `memtrail-bench`).
-struct Phases(Option<(std::time::Instant, Vec<(&'static str, std::time::Instant)>)>);
+/// `MEMTRAIL_PHASES=1`: how long each phase of `run` took, and the page
+/// faults memtrail took in it, on stderr (for measuring memtrail's own fixed
+/// cost; see `memtrail-bench`).
+struct Phases(Option<(std::time::Instant, Vec<(&'static str, std::time::Instant, u64)>)>);
+
+/// memtrail's own resource use so far (its threads, not the program's).
+fn own_usage() -> Option<libc::rusage> {
+    // SAFETY: rusage is plain integers, for which zero is valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only fills the struct it is given.
+    (unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0).then_some(ru)
+}
+
+fn faults(ru: &libc::rusage) -> u64 {
+    (ru.ru_minflt + ru.ru_majflt) as u64
+}
 
 impl Phases {
     fn new() -> Phases {
@@ -371,29 +384,30 @@ impl Phases {
     }
     fn mark(&mut self, name: &'static str) {
         if let Some((_, v)) = &mut self.0 {
-            v.push((name, std::time::Instant::now()));
+            let f = own_usage().map_or(0, |ru| faults(&ru));
+            v.push((name, std::time::Instant::now(), f));
         }
     }
     fn print(&self) {
         let Some((start, v)) = &self.0 else { return };
-        let mut last = *start;
-        let mut line = String::from("memtrail: phases (ms):");
-        for (name, t) in v {
-            line += &format!(" {name} {:.1}", (*t - last).as_secs_f64() * 1e3);
-            last = *t;
+        let (mut last, mut last_faults) = (*start, 0);
+        let mut line = String::from("memtrail: phases (ms, page faults):");
+        for (name, t, f) in v {
+            line += &format!(
+                " {name} {:.1} {}",
+                (*t - last).as_secs_f64() * 1e3,
+                f - last_faults
+            );
+            (last, last_faults) = (*t, *f);
         }
-        // memtrail's own processor time (its threads, not the program's).
-        // SAFETY: rusage is plain integers, for which zero is valid.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: getrusage only fills the struct it is given.
-        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
+        if let Some(ru) = own_usage() {
             let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
             line += &format!(
                 "; memtrail's cpu (ms): user {:.0} sys {:.0}; peak memory {} MB, page faults {}",
                 ms(ru.ru_utime),
                 ms(ru.ru_stime),
                 ru.ru_maxrss / 1024,
-                ru.ru_minflt + ru.ru_majflt
+                faults(&ru)
             );
         }
         eprintln!("{line}");
