@@ -6,6 +6,7 @@ pub mod convert;
 pub mod date;
 pub mod live;
 pub mod maps;
+pub mod prefault;
 pub mod run;
 pub mod symbolizer;
 pub mod tree;

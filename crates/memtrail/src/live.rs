@@ -40,6 +40,8 @@ pub struct LiveStacks {
     chunks: Vec<u64>,
     /// Lookup addresses (return address minus one) already handed out.
     addrs: HashSet<u64>,
+    /// Frames of the stacks read so far.
+    frames: u64,
 }
 
 impl LiveStacks {
@@ -67,6 +69,7 @@ impl LiveStacks {
             seen: 0,
             chunks: Vec::new(),
             addrs: HashSet::default(),
+            frames: 0,
         })
     }
 
@@ -75,6 +78,11 @@ impl LiveStacks {
         maps::parse(maps)
             .find(|m| m.path.ends_with(preload_name) && m.offset == 0)
             .is_some_and(|m| m.start == self.image)
+    }
+
+    /// Stacks and frames read so far.
+    pub fn read_so_far(&self) -> (u64, u64) {
+        (u64::from(self.seen), self.frames)
     }
 
     /// Lookup addresses of the stacks published since the last call, each
@@ -134,6 +142,7 @@ impl LiveStacks {
                 if !read(self.pid, &mut pieces) {
                     return None;
                 }
+                self.frames += total;
                 out.extend(
                     bytes
                         .chunks_exact(8)

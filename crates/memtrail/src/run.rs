@@ -228,6 +228,45 @@ fn children_of(parent: u32) -> Vec<(u32, String)> {
     out
 }
 
+/// Every dump left in `dir` (the started process and its children),
+/// decoded, and whether one could not be read (said on stderr). `running`:
+/// the processes still running when memtrail stopped waiting.
+fn read_dumps(dir: &Path, running: &[u32]) -> Result<(Vec<memtrail_wire::Dump>, bool)> {
+    let mut dumps = Vec::new();
+    let mut unreadable = false;
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let bytes = std::fs::read(&path)?;
+        if bytes.is_empty() {
+            // Created as the process started recording, never written: it
+            // replaced itself with exec (its new image has a file of its
+            // own), was killed by SIGKILL, or still runs.
+            continue;
+        }
+        match memtrail_wire::decode(&bytes) {
+            Ok(d) => dumps.push(d),
+            Err(memtrail_wire::DecodeError::Truncated)
+                if dump_pid(&path).is_some_and(|p| running.contains(&p)) =>
+            {
+                // Caught at the deadline, writing its dump as it ends.
+                eprintln!(
+                    "memtrail: skipping {}: the process was still writing it",
+                    path.display()
+                )
+            }
+            Err(e) => {
+                unreadable = true;
+                eprintln!("memtrail: skipping {}: {e}", path.display())
+            }
+        }
+    }
+    Ok((dumps, unreadable))
+}
+
 /// The pid a dump's file name (`PID.mtraw`, `PID.N.mtraw`) carries.
 fn dump_pid(path: &Path) -> Option<u32> {
     path.file_name()?.to_str()?.split('.').next()?.parse().ok()
@@ -363,7 +402,10 @@ fn write_profile(profile: &memtrail_profile::Profile, path: &Path) -> Result<()>
 /// `MEMTRAIL_PHASES=1`: how long each phase of `run` took, and the page
 /// faults memtrail took in it, on stderr (for measuring memtrail's own fixed
 /// cost; see `memtrail-bench`).
-struct Phases(Option<(std::time::Instant, Vec<(&'static str, std::time::Instant, u64)>)>);
+struct Phases(Option<(std::time::Instant, Vec<PhaseEnd>)>);
+
+/// A phase's name, when it ended, and memtrail's page faults by then.
+type PhaseEnd = (&'static str, std::time::Instant, u64);
 
 /// memtrail's own resource use so far (its threads, not the program's).
 fn own_usage() -> Option<libc::rusage> {
@@ -500,39 +542,12 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         signal: status.signal(),
     };
 
-    // Every dump left in the directory: the started process and its children.
-    let mut dumps = Vec::new();
-    let mut unreadable = false;
-    let mut entries: Vec<_> = std::fs::read_dir(&dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        let bytes = std::fs::read(&path)?;
-        if bytes.is_empty() {
-            // Created as the process started recording, never written: it
-            // replaced itself with exec (its new image has a file of its
-            // own), was killed by SIGKILL, or still runs.
-            continue;
-        }
-        match memtrail_wire::decode(&bytes) {
-            Ok(d) => dumps.push(d),
-            Err(memtrail_wire::DecodeError::Truncated)
-                if dump_pid(&path).is_some_and(|p| still_running.iter().any(|(q, _)| *q == p)) =>
-            {
-                // Caught at the deadline, writing its dump as it ends.
-                eprintln!(
-                    "memtrail: skipping {}: the process was still writing it",
-                    path.display()
-                )
-            }
-            Err(e) => {
-                unreadable = true;
-                eprintln!("memtrail: skipping {}: {e}", path.display())
-            }
-        }
-    }
+    // Decoded on the symbolizing thread, whose memory is taken ahead.
+    let running: Vec<u32> = still_running.iter().map(|(p, _)| *p).collect();
+    let (mut dumps, unreadable) = {
+        let dir = dir.clone();
+        converter.call(move |_| read_dumps(&dir, &running))??
+    };
     phases.mark("read");
     let main_pos = dumps.iter().position(|d| d.pid == pid);
     let Some(main_pos) = main_pos else {
@@ -560,6 +575,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let mut job = vec![(main, end)];
     job.extend(dumps.into_iter().map(|d| (d, ProcessEnd::default())));
     let mut profiles = converter.convert(job)?.into_iter();
+    drop(converter);
     let Some(profile) = profiles.next() else {
         bail!("internal error: no profile was built");
     };

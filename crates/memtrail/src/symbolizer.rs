@@ -13,19 +13,23 @@
 //! lookups spread over its code), which is wasted work where they can: the
 //! Python workload under `--sample-every` ran 12% over the plain program
 //! with warming beside the live lookups and 2% without. When the program has ended, the same thread
-//! converts the dumps with that symbolizer (blazesym's cannot move between
-//! threads), which by then has most addresses done: after an exact Python run
-//! of 16 000 stacks, the lookup left after exit went from about 60 ms to 7.
+//! decodes and converts the dumps with that symbolizer (blazesym's cannot
+//! move between threads), which by then has most addresses done: after an
+//! exact Python run of 16 000 stacks, the lookup left after exit went from
+//! about 60 ms to 7. It also takes ahead the memory that decoding and
+//! converting will need (`crate::prefault`), which is why the decoding
+//! happens on this thread too.
 
 use crate::convert::{self, ProcessEnd};
 use crate::live::LiveStacks;
+use crate::prefault::Prefault;
 use memtrail_profile::Profile;
 use memtrail_symbols::MappedModule;
 use memtrail_symbols::Symbols;
 use memtrail_wire::Dump;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 /// How often the program's mappings are looked at while it runs: soon after
@@ -42,18 +46,19 @@ const WARM_LOOKUPS: u64 = 16;
 /// Dumps to convert, each with how its process ended.
 type Job = Vec<(Dump, ProcessEnd)>;
 
+/// Work for the symbolizing thread, once the program has ended.
+type Task = Box<dyn FnOnce(&Symbols) + Send>;
+
 pub struct Converter {
-    jobs: Sender<Job>,
-    profiles: Receiver<Vec<Profile>>,
+    tasks: Sender<Task>,
 }
 
 impl Converter {
     /// Starts warming up on the binaries that process `pid` maps.
     pub fn start(pid: u32) -> Converter {
-        let (jobs, rx) = channel::<Job>();
-        let (done, profiles) = channel::<Vec<Profile>>();
-        // Not joined: once the profiles are sent, the thread frees the dumps
-        // and the parsed debug information (tens of milliseconds for a large
+        let (tasks, rx) = channel::<Task>();
+        // Not joined: when the converter is dropped, the thread frees the
+        // parsed debug information (tens of milliseconds for a large
         // library) while memtrail writes the profile, or is stopped by
         // memtrail's exit.
         std::thread::spawn(move || {
@@ -65,17 +70,12 @@ impl Converter {
                 failed: std::env::var_os("MEMTRAIL_LIVE").is_some_and(|v| v == "0"),
                 ..Live::default()
             };
+            let mut prefault = Prefault::default();
             let mut poll = POLL_FIRST;
-            loop {
+            // While the program runs: look at it every `poll`.
+            let first = loop {
                 match rx.recv_timeout(poll) {
-                    Ok(job) => {
-                        let p = job
-                            .iter()
-                            .map(|(d, end)| convert::to_profile(d, end, &symbols))
-                            .collect();
-                        let _ = done.send(p);
-                        return;
-                    }
+                    Ok(task) => break task,
                     Err(RecvTimeoutError::Timeout) => {
                         if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
                             live.symbolize_new(&symbols, pid, &maps);
@@ -85,24 +85,53 @@ impl Converter {
                             if !live.available() {
                                 warm(&symbols, &maps, &mut warmed);
                             }
+                            if let Some((stacks, frames)) = live.read_so_far() {
+                                prefault.ensure(Prefault::estimate(stacks, frames));
+                            }
                         }
                         poll = (poll * 2).min(POLL_MAX);
                     }
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
+            };
+            // Then what `call` hands over, until the converter is dropped.
+            first(&symbols);
+            while let Ok(task) = rx.recv() {
+                task(&symbols);
             }
         });
-        Converter { jobs, profiles }
+        Converter { tasks }
+    }
+
+    /// Runs `f` on the symbolizing thread (whose malloc arena holds the
+    /// memory taken ahead) and returns what it returns.
+    pub fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Symbols) -> R + Send + 'static,
+    ) -> anyhow::Result<R> {
+        let (tx, rx) = channel();
+        let task: Task = Box::new(move |s| {
+            let _ = tx.send(f(s));
+        });
+        match self.tasks.send(task).ok().and_then(|()| rx.recv().ok()) {
+            Some(r) => Ok(r),
+            None => anyhow::bail!("internal error: the symbolizing thread failed"),
+        }
     }
 
     /// Converts the dumps, in order, into profiles.
-    pub fn convert(self, job: Job) -> anyhow::Result<Vec<Profile>> {
-        let n = job.len();
-        let sent = self.jobs.send(job).is_ok();
-        match self.profiles.recv() {
-            Ok(p) if sent && p.len() == n => Ok(p),
-            _ => anyhow::bail!("internal error: the symbolizing thread failed"),
-        }
+    pub fn convert(&self, job: Job) -> anyhow::Result<Vec<Profile>> {
+        let (profiles, job) = self.call(move |symbols| {
+            let p: Vec<Profile> = job
+                .iter()
+                .map(|(d, end)| convert::to_profile(d, end, symbols))
+                .collect();
+            (p, job)
+        })?;
+        // Freed on that thread (a few milliseconds for a large dump) while
+        // memtrail writes the profile.
+        let _ = self.tasks.send(Box::new(move |_| drop(job)));
+        Ok(profiles)
     }
 }
 
@@ -119,6 +148,11 @@ struct Live {
 }
 
 impl Live {
+    /// Stacks and frames read from the program so far, if it can be read.
+    fn read_so_far(&self) -> Option<(u64, u64)> {
+        self.reader.as_ref().map(LiveStacks::read_so_far)
+    }
+
     /// Whether the program's stacks can be read while it runs (not known to
     /// be impossible: the recorder may not be relocated yet).
     fn available(&self) -> bool {
