@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::error::ProfileError;
 use crate::model::Profile;
-use crate::stacks::{Leak, MinMaxSum, StackInfos, Stacks};
+use crate::stacks::{Leak, MinMaxSum, StackInfos, StackStat, Stacks};
 use crate::Addr;
 
 /// Large enough that a big profile is written in few system calls.
@@ -172,20 +172,77 @@ fn infos_json(buf: &mut Vec<u8>, i: &StackInfos) {
     f.buf.push(b'}');
 }
 
+/// The `i`th element of `stats` into `buf`.
+fn stack_json(buf: &mut Vec<u8>, i: usize, s: &StackStat) -> io::Result<()> {
+    start_with_stack(buf, i, &s.stack);
+    buf.extend_from_slice(b",\"stackId\":");
+    str_json(buf, &s.stack_id)?;
+    buf.extend_from_slice(b",\"infos\":");
+    infos_json(buf, &s.infos);
+    buf.push(b'}');
+    Ok(())
+}
+
+/// Frames from which a second thread writes the last part of `stats` into
+/// memory while this one writes the first part out: a profile's frames are
+/// most of its text (Python's 1.3 M took 37 ms of the 43 its 28 MB took;
+/// 24 ms in all with the second thread).
+const SPLIT_FRAMES: usize = 200_000;
+/// The share of the frames the second thread takes, in percent: less than
+/// half, as its buffer is fresh memory, whose pages it takes on the way.
+const SPLIT_SHARE: usize = 45;
+
 /// `stacks`, field for field as `Stacks` and `StackStat` derive it.
 fn write_stacks(out: &mut impl Write, stacks: &Stacks) -> io::Result<()> {
     out.write_all(b"{\"stats\":[")?;
-    // Each stack is put together in `buf`, then written at once.
-    let mut buf = Vec::with_capacity(4096);
-    for (i, s) in stacks.stats.iter().enumerate() {
-        buf.clear();
-        start_with_stack(&mut buf, i, &s.stack);
-        buf.extend_from_slice(b",\"stackId\":");
-        str_json(&mut buf, &s.stack_id)?;
-        buf.extend_from_slice(b",\"infos\":");
-        infos_json(&mut buf, &s.infos);
-        buf.push(b'}');
-        out.write_all(&buf)?;
+    let stats = &stacks.stats[..];
+    let frames: usize = stats.iter().map(|s| s.stack.len()).sum();
+    let mut split = stats.len();
+    if frames >= SPLIT_FRAMES {
+        let mut first = 0;
+        split = stats
+            .iter()
+            .position(|s| {
+                first += s.stack.len();
+                first > frames * (100 - SPLIT_SHARE) / 100
+            })
+            .map_or(stats.len(), |i| i + 1);
+    }
+    let (head, tail) = stats.split_at(split);
+    // Each stack of the first part is put together in `buf`, then written
+    // at once.
+    let write_head = |out: &mut dyn Write| -> io::Result<()> {
+        let mut buf = Vec::with_capacity(4096);
+        for (i, s) in head.iter().enumerate() {
+            buf.clear();
+            stack_json(&mut buf, i, s)?;
+            out.write_all(&buf)?;
+        }
+        Ok(())
+    };
+    let render_tail = || -> io::Result<Vec<u8>> {
+        let tail_frames: usize = tail.iter().map(|s| s.stack.len()).sum();
+        let mut buf = Vec::with_capacity(tail_frames * 18 + tail.len() * 512);
+        for (i, s) in tail.iter().enumerate() {
+            stack_json(&mut buf, split + i, s)?;
+        }
+        Ok(buf)
+    };
+    if tail.is_empty() {
+        write_head(out)?;
+    } else {
+        std::thread::scope(|scope| -> io::Result<()> {
+            let helper = std::thread::Builder::new().spawn_scoped(scope, render_tail);
+            write_head(out)?;
+            let rest = match helper {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("writing the stacks failed")))?,
+                // No thread to be had: this one does it.
+                Err(_) => render_tail()?,
+            };
+            out.write_all(&rest)
+        })?;
     }
     write!(out, "],\"count\":{}}}", stacks.count)
 }
@@ -213,6 +270,30 @@ fn write_leaks(out: &mut impl Write, leaks: &[Leak]) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::{stack_mode, MemtrailExt, Run, StackInfos, StackStat};
+
+    /// A profile large enough that a second thread writes the last stacks
+    /// is written as serde writes it too.
+    #[test]
+    fn the_split_writer_matches_serde() {
+        let mut p = Profile::new(Run::new("memtrail-0.1.0", "big", "./big"));
+        for i in 0..700u64 {
+            let frames = (0..(i % 7) * 100)
+                .map(|f| Addr::native(0x7f00_0000 + f * 3 + i))
+                .collect();
+            let mut infos = StackInfos::default();
+            infos.alloc.add(i);
+            p.stacks
+                .push(StackStat::new(format!("0x{i:x}"), frames, infos));
+        }
+        let frames: usize = p.stacks.stats.iter().map(|s| s.stack.len()).sum();
+        assert!(frames >= SPLIT_FRAMES, "{frames}");
+        let mut ours = Vec::new();
+        p.write_to(&mut ours).unwrap();
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            serde_json::to_string(&p).unwrap()
+        );
+    }
 
     /// The hand-written parts write exactly what serde's derive writes.
     #[test]

@@ -29,7 +29,7 @@ use memtrail_symbols::Symbols;
 use memtrail_wire::Dump;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 /// How often the program's mappings are looked at while it runs: soon after
@@ -59,8 +59,7 @@ impl Converter {
         let (tasks, rx) = channel::<Task>();
         // Not joined: when the converter is dropped, the thread frees the
         // parsed debug information (tens of milliseconds for a large
-        // library) while memtrail writes the profile, or is stopped by
-        // memtrail's exit.
+        // library), or is stopped by memtrail's exit.
         std::thread::spawn(move || {
             let symbols = Symbols::new();
             let mut warmed = HashSet::new();
@@ -104,34 +103,47 @@ impl Converter {
     }
 
     /// Runs `f` on the symbolizing thread (whose malloc arena holds the
-    /// memory taken ahead) and returns what it returns.
+    /// memory taken ahead); its result comes with [`Reply::wait`].
     pub fn call<R: Send + 'static>(
         &self,
         f: impl FnOnce(&Symbols) -> R + Send + 'static,
-    ) -> anyhow::Result<R> {
+    ) -> Reply<R> {
         let (tx, rx) = channel();
         let task: Task = Box::new(move |s| {
             let _ = tx.send(f(s));
         });
-        match self.tasks.send(task).ok().and_then(|()| rx.recv().ok()) {
-            Some(r) => Ok(r),
-            None => anyhow::bail!("internal error: the symbolizing thread failed"),
-        }
+        // A thread that is gone drops the task, and `wait` says so.
+        let _ = self.tasks.send(task);
+        Reply(rx)
     }
 
     /// Converts the dumps, in order, into profiles.
-    pub fn convert(&self, job: Job) -> anyhow::Result<Vec<Profile>> {
-        let (profiles, job) = self.call(move |symbols| {
+    pub fn convert(&self, job: Job) -> Reply<(Vec<Profile>, Job)> {
+        self.call(move |symbols| {
             let p: Vec<Profile> = job
                 .iter()
                 .map(|(d, end)| convert::to_profile(d, end, symbols))
                 .collect();
             (p, job)
-        })?;
-        // Freed on that thread (a few milliseconds for a large dump) while
-        // memtrail writes the profile.
-        let _ = self.tasks.send(Box::new(move |_| drop(job)));
-        Ok(profiles)
+        })
+    }
+
+    /// Drops `t` on the symbolizing thread, off the caller's path: freeing a
+    /// large dump takes a few milliseconds (and memtrail's exit may come
+    /// first, which frees it all at once).
+    pub fn drop_there<T: Send + 'static>(&self, t: T) {
+        let _ = self.tasks.send(Box::new(move |_| drop(t)));
+    }
+}
+
+/// What a task of the symbolizing thread returns, once it has run.
+pub struct Reply<R>(Receiver<R>);
+
+impl<R> Reply<R> {
+    pub fn wait(self) -> anyhow::Result<R> {
+        self.0
+            .recv()
+            .map_err(|_| anyhow::anyhow!("internal error: the symbolizing thread failed"))
     }
 }
 

@@ -447,6 +447,58 @@ fn run_with_an_output_path_that_is_a_directory() {
     );
 }
 
+/// An earlier profile at the output path is replaced (a new file: see
+/// `clear_old_output`); an output path that is a symbolic link is written
+/// through, the link stays; a file with a second name is written in place,
+/// so both names show the new profile.
+#[test]
+fn run_over_an_earlier_output() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = TempDir::new("out-again");
+    let run = |out: &Path| {
+        let o = Cmd::new("sh")
+            .args(["-c", "echo program output"])
+            .run_memtrail(out, &[]);
+        assert_no_panic(&o, "memtrail run over an earlier output");
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        assert_eq!(o.stdout, "program output\n");
+    };
+    let is_profile = |p: &Path| memtrail_profile::Profile::from_path(p).is_ok();
+
+    let plain = tmp.join("p.json");
+    std::fs::write(&plain, "an earlier profile").unwrap();
+    run(&plain);
+    assert!(is_profile(&plain), "{} was not replaced", plain.display());
+    run(&plain);
+    assert!(
+        is_profile(&plain),
+        "the second run over {}",
+        plain.display()
+    );
+
+    let target = tmp.join("target.json");
+    let link = tmp.join("link.json");
+    std::fs::write(&target, "an earlier profile").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    run(&link);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(is_profile(&target), "not written through the link");
+
+    let first = tmp.join("first.json");
+    let second = tmp.join("second.json");
+    std::fs::write(&first, "an earlier profile").unwrap();
+    std::fs::hard_link(&first, &second).unwrap();
+    run(&first);
+    assert!(is_profile(&first) && is_profile(&second));
+    assert_eq!(
+        std::fs::metadata(&first).unwrap().ino(),
+        std::fs::metadata(&second).unwrap().ino()
+    );
+}
+
 /// `$TMPDIR` names a directory that does not exist: the program's dumps go
 /// to /tmp instead, the program runs and its profile is written.
 #[test]
