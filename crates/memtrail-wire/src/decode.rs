@@ -53,6 +53,10 @@ pub struct StackRec {
     /// Return addresses, leaf first (the first is the return address into the
     /// function that called the allocator).
     pub frames: Vec<u64>,
+    /// How many of the last frames are the previous stack's last frames
+    /// (the dump stores them once): every distinct frame of a dump is among
+    /// the others, `frames[..frames.len() - shared]` of each stack.
+    pub shared: usize,
     pub counters: StackCounters,
 }
 
@@ -224,6 +228,7 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 d.stacks.push(StackRec {
                     id,
                     frames,
+                    shared,
                     counters: StackCounters::default(),
                 });
             }
@@ -369,6 +374,8 @@ mod tests {
             (d.stacks[3].id, &d.stacks[3].frames[..]),
             (6, &[2u64, 1][..])
         );
+        let shared: Vec<usize> = d.stacks.iter().map(|s| s.shared).collect();
+        assert_eq!(shared, [0, 2, 0, 1]);
         assert_eq!(d.stacks[0].counters.totals.realloc_delta, -5);
         assert_eq!(d.stacks[0].counters.alive, -7);
         assert_eq!(d.stacks[0].counters.totals.alloc.sum, 10);
