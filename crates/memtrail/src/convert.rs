@@ -175,19 +175,10 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     let mut index: HashMap<&[u64], usize> = HashMap::default();
     let mut id_map: HashMap<u64, usize> = HashMap::with_capacity_and_hasher(n, Default::default());
     // Addresses dropped as wrapper frames (a handful), which a kept frame
-    // may repeat, and as the recorder's own frames, which none does.
+    // may repeat (the recorder's own are dropped everywhere).
     let mut dropped: HashSet<u64> = HashSet::default();
-    let mut dropped_own: HashSet<u64> = HashSet::default();
     for (i, (s, &skip)) in d.stacks.iter().zip(&skips).enumerate() {
         dropped.extend(s.frames[..skip].iter().map(|f| f.wrapping_sub(1)));
-        if rebuilt_at.contains_key(&i) {
-            dropped_own.extend(
-                s.frames[skip..]
-                    .iter()
-                    .filter(|&&f| is_own(f))
-                    .map(|f| f.wrapping_sub(1)),
-            );
-        }
         let key = key_of(i);
         let mut add = || {
             merged.push((key, StackCounters::default(), s.id));
@@ -221,7 +212,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     let used: Vec<u64> = addrs
         .iter()
         .copied()
-        .filter(|a| !dropped.contains(a) && !dropped_own.contains(a))
+        .filter(|&a| !dropped.contains(&a) && !is_own(a.wrapping_add(1)))
         .collect();
     let mut strings = StringTable::new();
     let mut instr = indexmap::IndexMap::new();

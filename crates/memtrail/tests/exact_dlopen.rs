@@ -95,10 +95,19 @@ fn only_the_kept_block_leaks() {
 #[test]
 fn the_recorders_own_frames_are_left_out() {
     let p = profile();
-    let own = |a: &Addr| {
-        p.resolve_addr(*a)
-            .is_some_and(|r| r.binary_name() == "libmemtrail_preload.so")
-    };
+    // By address against the recorder's mappings, not through the sites
+    // (which leave its frames out too, so a name lookup would miss them).
+    let spans: Vec<(u64, u64)> = p
+        .memtrail
+        .as_ref()
+        .expect("memtrail's key")
+        .modules
+        .iter()
+        .filter(|m| m.path.ends_with("libmemtrail_preload.so"))
+        .map(|m| (m.lower.value(), m.upper.value()))
+        .collect();
+    assert!(!spans.is_empty(), "the recorder is not among the modules");
+    let own = |a: &Addr| spans.iter().any(|&(lo, hi)| (lo..hi).contains(&a.value()));
     let inside_dlopen: Vec<_> = p
         .stacks
         .stats
@@ -115,6 +124,8 @@ fn the_recorders_own_frames_are_left_out() {
     for l in &p.leaks {
         assert!(!l.stack.iter().any(own), "{}", describe(p, &l.stack));
     }
+    let own_sites: Vec<_> = p.sites.instr.keys().filter(|a| own(a)).collect();
+    assert!(own_sites.is_empty(), "sites of the recorder: {own_sites:?}");
     // The call site stays: main's call of dlopen, right above the C library.
     let line = site_line("dl_main.c", "open_lib");
     assert!(
