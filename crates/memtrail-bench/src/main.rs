@@ -3,7 +3,7 @@
 //! Run after `cargo build --release --workspace`:
 //!
 //! ```text
-//! cargo run --release -p memtrail-bench -- [--runs N] [--only NAME[,NAME]] [--out DIR] [--quick] [--threads-max T]
+//! cargo run --release -p memtrail-bench -- [--runs N] [--only NAME[,NAME]] [--out DIR] [--quick] [--threads-max T] [--threads-weak]
 //! ```
 //!
 //! It builds the C workloads (`workloads/*.c`) with `cc -O2 -fomit-frame-pointer`,
@@ -44,6 +44,11 @@ struct Args {
     /// Largest thread count of the threads workload (1, 2, 4, 8, 16 up to it).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     threads_max: u32,
+    /// Threads workload: every thread makes the full churn (total work grows
+    /// with T), instead of splitting it, so that `run`'s fixed costs weigh
+    /// alike at every T. For machines with many cores.
+    #[arg(long)]
+    threads_weak: bool,
     /// Leave heaptrack out even where it is installed.
     #[arg(long)]
     no_heaptrack: bool,
@@ -147,7 +152,10 @@ fn run(args: &Args) -> Result<bool> {
         let cs = workloads::cases(
             w,
             sizes,
-            args.threads_max,
+            workloads::Threads {
+                max: args.threads_max,
+                weak: args.threads_weak,
+            },
             heaptrack.is_some(),
             python.as_deref(),
             &bin,

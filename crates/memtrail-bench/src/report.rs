@@ -367,15 +367,21 @@ pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
 
     // Threads.
     if !threads.is_empty() {
-        let pairs = cases
+        let pairs: Vec<u64> = cases
             .iter()
-            .find(|c| c.threads.is_some())
-            .and_then(|c| c.pairs)
-            .unwrap_or(0);
+            .filter(|c| c.threads.is_some())
+            .filter_map(|c| c.pairs)
+            .collect();
+        let first = pairs.first().copied().unwrap_or(0);
+        let split = if pairs.iter().all(|&p| p == first) {
+            format!("{first} churn pairs in total, split over T threads")
+        } else {
+            format!("{first} churn pairs in each of T threads (--threads-weak)")
+        };
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "threads: {pairs} churn pairs in total, split over T threads; memtrail --stack dwarf; per pair = wall / total pairs"
+            "threads: {split}; memtrail --stack dwarf; per pair = wall / total pairs"
         );
         let _ = writeln!(
             s,

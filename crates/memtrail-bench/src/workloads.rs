@@ -130,6 +130,15 @@ pub struct Case {
     pub tools: Vec<Tool>,
 }
 
+/// The `threads` workload's thread counts, and how its work is split.
+#[derive(Clone, Copy, Debug)]
+pub struct Threads {
+    /// Largest thread count (see `thread_counts`).
+    pub max: u32,
+    /// Every thread makes the whole churn, instead of a T-th of it.
+    pub weak: bool,
+}
+
 /// Thread counts of the `threads` workload: 1, 2, 4, 8, 16 up to `max`, and
 /// `max` itself.
 pub fn thread_counts(max: u32) -> Vec<u32> {
@@ -218,7 +227,7 @@ fn tools_for(w: Workload, heaptrack: bool) -> Vec<Tool> {
 pub fn cases(
     w: Workload,
     sizes: Sizes,
-    threads_max: u32,
+    threads: Threads,
     heaptrack: bool,
     python: Option<&Path>,
     dir: &Path,
@@ -276,25 +285,26 @@ pub fn cases(
         }
         Workload::Threads => {
             let exe = build("churn", CHURN_C)?;
-            thread_counts(threads_max)
+            thread_counts(threads.max)
                 .into_iter()
                 .map(|t| {
+                    // The churn splits its pair count over its threads.
+                    let total = if threads.weak {
+                        sizes.churn_pairs * u64::from(t)
+                    } else {
+                        sizes.churn_pairs
+                    };
                     let p = Program {
                         exe: exe.clone(),
                         shown: "churn".into(),
                         args: vec![
-                            sizes.churn_pairs.to_string().into(),
+                            total.to_string().into(),
                             "--threads".into(),
                             t.to_string().into(),
                         ],
                         env: vec![],
                     };
-                    case(
-                        format!("threads T={t}"),
-                        Some(t),
-                        Some(sizes.churn_pairs),
-                        p,
-                    )
+                    case(format!("threads T={t}"), Some(t), Some(total), p)
                 })
                 .collect()
         }
