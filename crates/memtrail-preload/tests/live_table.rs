@@ -214,3 +214,30 @@ fn blocks_wrapping_past_the_table_end_survive_every_doubling() {
     ops.extend(others.iter().map(|&a| (false, a)));
     check(&ops);
 }
+
+/// glibc maps the heaps of its thread arenas side by side, 64 MiB apart,
+/// and a thread's blocks sit in the first 64 KiB windows of its heap: the
+/// threads must not meet on a shard (see `live::shard_of`).
+#[test]
+fn heaps_side_by_side_take_shards_of_their_own() {
+    for first in [0x7fa0_8c00_0000u64 >> 26, 0x55, 0x1ff_fff0, 12_345] {
+        // T heaps, each using its first `windows` windows.
+        for (threads, windows) in [(2u64, 64u64), (4, 64), (16, 32), (64, 8)] {
+            let mut owner = std::collections::HashMap::new();
+            for t in 0..threads {
+                let heap = (first - t) << 26;
+                for j in 0..windows {
+                    let s = live::shard_index(heap + (j << 16) + 0x8a0);
+                    if let Some(o) = owner.insert(s, t) {
+                        assert_eq!(o, t, "heaps {o} and {t} of {threads} share shard {s}");
+                    }
+                }
+            }
+        }
+    }
+    // One region's windows take the shards in turn.
+    let all: std::collections::HashSet<usize> = (0..live::SHARDS as u64)
+        .map(|j| live::shard_index(0x5555_0000_0000 + (j << 16)))
+        .collect();
+    assert_eq!(all.len(), live::SHARDS);
+}
