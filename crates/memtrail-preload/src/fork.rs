@@ -11,7 +11,7 @@
 //! so such a program forks from a handler safely without memtrail.)
 
 use crate::sync::RawSpin;
-use crate::{arena, config, live, modules, stacks, state, thread};
+use crate::{arena, config, live, modules, side, stacks, state, thread};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Every lock of the recorder, in the order they are taken.
@@ -22,13 +22,14 @@ fn locks() -> impl Iterator<Item = &'static RawSpin> {
         modules::REBUILD_LOCK.raw(),
         modules::SEEN.raw(),
         live::YOUNG_LOCK.raw(),
+        side::LEARNING.raw(),
     ]
     .into_iter()
     .chain(live::SHARD_TABLE.iter().map(|s| s.0.raw()))
     .chain([thread::ORPHAN.raw(), arena::ARENA_LOCK.raw()])
 }
 
-const LOCKS: usize = 5 + live::SHARD_TABLE.len() + 2;
+const LOCKS: usize = 6 + live::SHARD_TABLE.len() + 2;
 
 /// Locks `prepare` left to a frame below it on the forking thread, by their
 /// place in `locks()`.

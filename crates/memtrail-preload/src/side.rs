@@ -17,6 +17,7 @@
 //! The unwinder is not affected: it walks the program's frames from the
 //! record the trampoline pushed, wherever the recorder's own frames are.
 
+use crate::sync::SpinLock;
 use crate::thread::{self, Tls};
 use core::mem::MaybeUninit;
 
@@ -88,7 +89,7 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R, hook: bool) -> R {
     }
     let sp = stack_pointer();
     if t.stack_floor.get() == 0 && t.stack_span.get() == 0 {
-        learn(t);
+        learn_aside(t);
         if sp.wrapping_sub(t.stack_floor.get()) <= t.stack_span.get() as u64 {
             return f(t);
         }
@@ -107,6 +108,34 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R, hook: bool) -> R {
     let r = unsafe { call_on(top, || f(thread::tls())) };
     t.side_busy.set(false);
     r
+}
+
+/// The stack `learn` runs on, one for all threads, taken in turn (a thread
+/// learns once). Learning calls the C library's `pthread_getattr_np`,
+/// whose first call in a process binds `realloc` lazily, and glibc's lazy
+/// binder saves the vector registers on the stack: on a CPU with AVX-512
+/// about 3 KiB more than elsewhere (11 KiB with AMX), which a thread
+/// started with `PTHREAD_STACK_MIN` that has used 8 KiB of it does not
+/// have (`tests/small_stacks.rs` crashed there on an AMD EPYC).
+#[repr(C, align(16))]
+pub struct LearnStack([u8; LEARN_STACK]);
+
+const LEARN_STACK: usize = 64 << 10;
+
+pub static LEARNING: SpinLock<LearnStack> = SpinLock::new(LearnStack([0; LEARN_STACK]));
+
+/// `learn` on the learning stack; in place where this thread holds it
+/// already (a signal handler that interrupted its learning).
+fn learn_aside(t: &Tls) {
+    match LEARNING.lock_unless_held_here() {
+        Some(mut stack) => {
+            let top = stack.0.as_mut_ptr_range().end as u64;
+            // SAFETY: the top of a 16-byte aligned stack that only the
+            // holder of `LEARNING` uses.
+            unsafe { call_on(top, || learn(t)) }
+        }
+        None => learn(t),
+    }
 }
 
 /// Sets the thread's stack floor and span, the first time.
