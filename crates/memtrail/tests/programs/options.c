@@ -62,7 +62,10 @@ static volatile long handled;
  * main loop (and memtrail's hooks) at arbitrary instructions. */
 static void on_tick(int sig) {
     (void)sig;
-    free(malloc(16));
+    /* Not a size of the loop it interrupts: glibc's cache of freed blocks
+     * is per size, and taking a block from it is not safe to interrupt
+     * with another take of the same size. */
+    free(malloc(100));
     handled++;
 }
 
@@ -132,7 +135,11 @@ static void fork_on_alarm(int sig) {
     int saved = errno;
     pid_t c = fork();
     if (c == 0) {
-        free(malloc(200));
+        /* Larger than glibc's per-thread cache holds: the interrupted loop
+         * may be in the middle of taking a block from that cache, which
+         * the child inherits half-changed (a block of the loop's sizes
+         * here crashed one child in four without memtrail). */
+        free(malloc(2000));
         _exit(0);
     }
     int st;
@@ -198,6 +205,9 @@ int main(int argc, char **argv) {
          * lock to fork a single-threaded process, so this works without
          * the recorder. */
         long n = argc > 2 ? atol(argv[2]) : 0;
+        /* Each size of the loop once, before the timer: the loop then
+         * only takes blocks from glibc's cache and gives them back. */
+        for (int i = 0; i < 256; i++) free(malloc(24 + i));
         handle(SIGALRM, fork_on_alarm, NULL);
         timer_t timer;
         if (start_timer(SIGALRM, 2000000, &timer) != 0) return 23;
@@ -292,6 +302,10 @@ int main(int argc, char **argv) {
         /* argv[2] pairs under a 20 us timer whose handler allocates; prints
          * how many times the handler ran. */
         long n = argc > 2 ? atol(argv[2]) : 0;
+        /* The first malloc of a thread sets up glibc's cache under the
+         * arena's lock: a tick there whose handler allocates waits for
+         * that lock forever, with or without memtrail. */
+        free(malloc(24));
         handle(SIGPROF, on_tick, NULL);
         timer_t timer;
         if (start_timer(SIGPROF, 20000, &timer) != 0) return 23;
