@@ -795,19 +795,20 @@ macro_rules! trampoline6 {
     };
 }
 
-/// The start of `malloc`'s and `free`'s lean paths: rax = this thread's TLS
-/// block; on to label 2 (the full hook) unless `lean` is 1, `in_hook` 0 and
-/// the argument (rdi) not zero. The flags are read as the single bytes they
+/// The start of `malloc`'s and `free`'s lean paths: rax = the offset of
+/// this thread's TLS block from the thread pointer, so that `fs:[rax + N]`
+/// is its field at N (one load fewer than forming the block's address); on
+/// to label 2 (the full hook) unless `lean` is 1, `in_hook` 0 and the
+/// argument (rdi) not zero. The flags are read as the single bytes they
 /// are stored as: one 16-bit load over both could miss store forwarding from
 /// the byte store that ended the previous hook.
 macro_rules! lean_gate {
     () => {
         concat!(
-            "mov rax, qword ptr fs:[0]\n",
-            "add rax, qword ptr [rip + __memtrail_tls_block@GOTTPOFF]\n",
-            "cmp byte ptr [rax + {lean}], 1\n",
+            "mov rax, qword ptr [rip + __memtrail_tls_block@GOTTPOFF]\n",
+            "cmp byte ptr fs:[rax + {lean}], 1\n",
             "jne 2f\n",
-            "cmp byte ptr [rax + {in_hook}], 0\n",
+            "cmp byte ptr fs:[rax + {in_hook}], 0\n",
             "jne 2f\n",
             "test rdi, rdi\n",
             "jz 2f",
@@ -838,18 +839,18 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         ".cfi_startproc",
         lean_gate!(),
         // Each counter changes in one instruction (see `add_to`).
-        "sub qword ptr [rax + {left}], rdi",
+        "sub qword ptr fs:[rax + {left}], rdi",
         "jle 4f",
         // Counts the call; one in CALL_SAMPLE_LEAN is timed.
-        "sub qword ptr [rax + {countdown}], 1",
+        "sub qword ptr fs:[rax + {countdown}], 1",
         "jle 3f",
-        "jmp qword ptr [rax + {real}]",
+        "jmp qword ptr fs:[rax + {real}]",
         "3:",
         "jmp {timed}",
         "4:",
         // A sample point falls in this request: give the bytes back, and
         // let the full hook take it.
-        "add qword ptr [rax + {left}], rdi",
+        "add qword ptr fs:[rax + {left}], rdi",
         "2:",
         frame_and_call!("rsi"),
         ".cfi_endproc",
@@ -884,20 +885,16 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     core::arch::naked_asm!(
         ".cfi_startproc",
         lean_gate!(),
-        // bucket = (page ^ (page >> FILTER_BITS) * FOLD) & mask, page = p >> 12.
+        // bucket = (p >> 12) & mask (`sampler::bucket`).
         "mov rcx, rdi",
-        "shr rcx, {high}",
-        "imul rcx, rcx, {fold}",
-        "mov rdx, rdi",
-        "shr rdx, 12",
-        "xor rcx, rdx",
+        "shr rcx, 12",
         "and ecx, {mask}",
         "lea rdx, [rip + {filter}]",
         "cmp byte ptr [rdx + rcx], 0",
         "jne 2f",
-        "sub qword ptr [rax + {countdown}], 1",
+        "sub qword ptr fs:[rax + {countdown}], 1",
         "jle 3f",
-        "jmp qword ptr [rax + {real}]",
+        "jmp qword ptr fs:[rax + {real}]",
         "3:",
         "jmp {timed}",
         "2:",
@@ -905,8 +902,6 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         ".cfi_endproc",
         lean = const thread::TLS_LEAN,
         in_hook = const thread::TLS_IN_HOOK,
-        high = const 12 + crate::sampler::FILTER_BITS,
-        fold = const crate::sampler::FOLD & ((1 << crate::sampler::FILTER_BITS) - 1),
         mask = const (1u64 << crate::sampler::FILTER_BITS) - 1,
         filter = sym crate::sampler::FILTER,
         countdown = const thread::TLS_FREE_COUNTDOWN,
