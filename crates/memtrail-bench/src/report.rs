@@ -101,6 +101,31 @@ fn median_of(series: &[Series], case: usize, tool: Tool) -> Option<f64> {
         .and_then(Series::median)
 }
 
+/// The median, over the rounds, of `a`'s time over `b`'s in the same
+/// round: runs are interleaved, so a round that the machine made slow is
+/// slow for both, and their ratio keeps less of that noise than the ratio
+/// of the medians.
+fn paired_median(series: &[Series], case: usize, a: Tool, b: Tool) -> Option<f64> {
+    let times = |t: Tool| {
+        series
+            .iter()
+            .find(|s| s.case == case && s.tool == t)
+            .map(|s| s.times.clone())
+    };
+    let (ta, tb) = (times(a)?, times(b)?);
+    if ta.is_empty() || ta.len() != tb.len() {
+        return None;
+    }
+    let mut r: Vec<f64> = ta.iter().zip(&tb).map(|(x, y)| x / y).collect();
+    r.sort_by(f64::total_cmp);
+    let n = r.len();
+    Some(if n % 2 == 1 {
+        r[n / 2]
+    } else {
+        (r[n / 2 - 1] + r[n / 2]) / 2.0
+    })
+}
+
 fn f(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
 }
@@ -147,7 +172,7 @@ fn find<'a>(rows: &'a [Row<'a>], w: Workload, tool: Tool) -> Option<&'a Row<'a>>
         .find(|r| r.case.workload == w && r.case.threads.is_none() && r.s.tool == tool)
 }
 
-fn targets(rows: &[Row], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> {
+fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> {
     let mut t = Vec::new();
     let has = |w: Workload| rows.iter().any(|r| r.case.workload == w);
     if has(Workload::Churn) && heaptrack {
@@ -182,6 +207,21 @@ fn targets(rows: &[Row], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> 
             "",
             Some(PYTHON_MAX_WALL_RATIO),
         ));
+        let paired = find(rows, Workload::Python, Tool::Heaptrack).and_then(|r| {
+            paired_median(
+                series,
+                r.s.case,
+                Tool::Memtrail(Stack::Dwarf),
+                Tool::Heaptrack,
+            )
+        });
+        t.push(Target::at_most(
+            "python",
+            "the same, median of each round's ratio".into(),
+            paired,
+            "",
+            None,
+        ));
     }
     if has(Workload::Python) {
         let value = find(rows, Workload::Python, Tool::MemtrailSampled)
@@ -193,6 +233,16 @@ fn targets(rows: &[Row], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> 
             value,
             "",
             Some(PYTHON_SAMPLED_MAX_OVERHEAD),
+        ));
+        let paired = find(rows, Workload::Python, Tool::MemtrailSampled).and_then(|r| {
+            paired_median(series, r.s.case, Tool::MemtrailSampled, Tool::Plain).map(|m| m - 1.0)
+        });
+        t.push(Target::at_most(
+            "python",
+            "the same, median of each round's ratio".into(),
+            paired,
+            "",
+            None,
         ));
     }
     if has(Workload::Pairs) {
@@ -284,7 +334,7 @@ fn thread_rows(cases: &[Case], series: &[Series]) -> Vec<ThreadRow> {
 pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
     let rows = rows(cases, series);
     let threads = thread_rows(cases, series);
-    let targets = targets(&rows, meta.heaptrack.is_some(), &threads);
+    let targets = targets(&rows, series, meta.heaptrack.is_some(), &threads);
     let mut s = String::new();
 
     // Header.
