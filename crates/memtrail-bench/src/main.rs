@@ -136,10 +136,22 @@ fn run(args: &Args) -> Result<bool> {
     for d in [&scratch, &bin] {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
+    let forward = if selected.contains(&Workload::Python) {
+        match workloads::build_forward(&bin) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                notes.push(format!("{e:#}: the forwarding preload is left out"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let tools = Tools {
         memtrail: memtrail.clone(),
         recorder: memtrail.with_file_name("libmemtrail_preload.so"),
         heaptrack: heaptrack.clone(),
+        forward: forward.clone(),
         scratch,
     };
     let sizes = Sizes::new(args.quick);
@@ -156,8 +168,11 @@ fn run(args: &Args) -> Result<bool> {
                 max: args.threads_max,
                 weak: args.threads_weak,
             },
-            heaptrack.is_some(),
-            python.as_deref(),
+            workloads::Have {
+                heaptrack: heaptrack.is_some(),
+                forward: forward.is_some(),
+                python: python.as_deref(),
+            },
             &bin,
             &mut built,
         )?;

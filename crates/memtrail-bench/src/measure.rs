@@ -35,6 +35,9 @@ pub enum Tool {
     /// for the threads table, to tell the recorder's scaling from that of
     /// `run`'s own work beside the program.
     Recorder,
+    /// A preload that only forwards the allocator's calls
+    /// (`workloads/forward.c`): the floor of any `LD_PRELOAD` tool.
+    Forward,
     Heaptrack,
 }
 
@@ -50,6 +53,7 @@ impl Tool {
             Tool::Memtrail(Stack::None) => "memtrail none",
             Tool::MemtrailSampled => "memtrail 512K",
             Tool::Recorder => "recorder alone",
+            Tool::Forward => "forward only",
             Tool::Heaptrack => "heaptrack",
         }
     }
@@ -61,6 +65,8 @@ pub struct Tools {
     /// `libmemtrail_preload.so`, beside `memtrail`.
     pub recorder: PathBuf,
     pub heaptrack: Option<PathBuf>,
+    /// The forwarding preload, where it could be built.
+    pub forward: Option<PathBuf>,
     /// Emptied after every run.
     pub scratch: PathBuf,
 }
@@ -139,6 +145,13 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
                 .env("MEMTRAIL_DIR", &tools.scratch)
                 .env("MEMTRAIL_OPTS", "stack=dwarf");
         }
+        Tool::Forward => {
+            let Some(so) = &tools.forward else {
+                bail!("the forwarding preload was not built")
+            };
+            cmd = Command::new(&p.exe);
+            cmd.env("LD_PRELOAD", so);
+        }
         Tool::Heaptrack => {
             let Some(ht) = &tools.heaptrack else {
                 bail!("heaptrack is not installed")
@@ -171,7 +184,7 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
             // The tool must have written its output: a run that silently
             // recorded nothing would look fast.
             let want = match tool {
-                Tool::Plain => None,
+                Tool::Plain | Tool::Forward => None,
                 Tool::Memtrail(_) | Tool::MemtrailSampled => Some("mt.json"),
                 Tool::Recorder => Some(""),
                 Tool::Heaptrack => Some("ht."),

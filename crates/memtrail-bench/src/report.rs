@@ -244,6 +244,18 @@ fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRo
             "",
             None,
         ));
+        let floor = find(rows, Workload::Python, Tool::Forward).and_then(|r| {
+            paired_median(series, r.s.case, Tool::Forward, Tool::Plain).map(|m| m - 1.0)
+        });
+        if floor.is_some() {
+            t.push(Target::at_most(
+                "python",
+                "floor: a preload that only forwards, the same".into(),
+                floor,
+                "",
+                None,
+            ));
+        }
     }
     if has(Workload::Pairs) {
         for (stack, limit) in [

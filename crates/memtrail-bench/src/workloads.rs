@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 const CHURN_C: &str = include_str!("../workloads/churn.c");
 const PAIRS_C: &str = include_str!("../workloads/pairs.c");
 const HELD_C: &str = include_str!("../workloads/held.c");
+const FORWARD_C: &str = include_str!("../workloads/forward.c");
 
 /// The compiler flags of every workload: optimized, no frame pointers, like
 /// most distribution code.
@@ -149,13 +150,28 @@ pub fn thread_counts(max: u32) -> Vec<u32> {
     v
 }
 
+/// The C compiler: `$CC`, or `cc`.
+fn cc() -> String {
+    std::env::var("CC")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "cc".into())
+}
+
+/// Builds the preload that only forwards the allocator's calls
+/// (`workloads/forward.c`) into `dir`.
+pub fn build_forward(dir: &Path) -> Result<PathBuf> {
+    compile(&cc(), "forward.so", FORWARD_C, dir, &["-shared", "-fPIC"])
+}
+
 /// Compiles one embedded C source into `dir`; returns the executable.
-fn compile(cc: &str, name: &str, source: &str, dir: &Path) -> Result<PathBuf> {
+fn compile(cc: &str, name: &str, source: &str, dir: &Path, extra: &[&str]) -> Result<PathBuf> {
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).with_context(|| format!("cannot write {}", src.display()))?;
     let exe = dir.join(name);
     let out = Command::new(cc)
         .args(CFLAGS)
+        .args(extra)
         .arg("-o")
         .arg(&exe)
         .arg(&src)
@@ -205,13 +221,19 @@ pub fn find_python() -> Result<PathBuf, String> {
     }
 }
 
-/// The tools a workload runs under; heaptrack only where it is installed.
-fn tools_for(w: Workload, heaptrack: bool) -> Vec<Tool> {
+/// The tools a workload runs under; heaptrack only where it is installed,
+/// the forwarding preload only where it was built.
+fn tools_for(w: Workload, heaptrack: bool, forward: bool) -> Vec<Tool> {
     let mut v = vec![Tool::Plain, Tool::Memtrail(Stack::Dwarf)];
     match w {
         Workload::Churn => v.push(Tool::Memtrail(Stack::Fp)),
         Workload::Pairs => v.push(Tool::Memtrail(Stack::None)),
-        Workload::Python => v.push(Tool::MemtrailSampled),
+        Workload::Python => {
+            v.push(Tool::MemtrailSampled);
+            if forward {
+                v.push(Tool::Forward);
+            }
+        }
         Workload::Threads => v.push(Tool::Recorder),
         Workload::Held => {}
     }
@@ -222,14 +244,22 @@ fn tools_for(w: Workload, heaptrack: bool) -> Vec<Tool> {
     v
 }
 
+/// What this machine has of the tools and programs a workload may use.
+#[derive(Clone, Copy, Debug)]
+pub struct Have<'a> {
+    pub heaptrack: bool,
+    /// The forwarding preload was built.
+    pub forward: bool,
+    pub python: Option<&'a Path>,
+}
+
 /// Builds what `w` needs into `dir` and returns its cases. `cache` keeps the
 /// executables already built.
 pub fn cases(
     w: Workload,
     sizes: Sizes,
     threads: Threads,
-    heaptrack: bool,
-    python: Option<&Path>,
+    have: Have,
     dir: &Path,
     cache: &mut Vec<(&'static str, PathBuf)>,
 ) -> Result<Vec<Case>> {
@@ -237,15 +267,11 @@ pub fn cases(
         if let Some((_, p)) = cache.iter().find(|(n, _)| *n == name) {
             return Ok(p.clone());
         }
-        let cc = std::env::var("CC")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "cc".into());
-        let p = compile(&cc, name, src, dir)?;
+        let p = compile(&cc(), name, src, dir, &[])?;
         cache.push((name, p.clone()));
         Ok(p)
     };
-    let tools = tools_for(w, heaptrack);
+    let tools = tools_for(w, have.heaptrack, have.forward);
     let case = |label: String, threads, pairs, program| Case {
         workload: w,
         label,
@@ -273,7 +299,9 @@ pub fn cases(
         Workload::Pairs => one(&mut build, "pairs", PAIRS_C, sizes.pairs_pairs)?,
         Workload::Held => one(&mut build, "held", HELD_C, sizes.held_blocks)?,
         Workload::Python => {
-            let Some(py) = python else { return Ok(vec![]) };
+            let Some(py) = have.python else {
+                return Ok(vec![]);
+            };
             let code = format!("x=[str(i) for i in range({})]", sizes.python_strings);
             let p = Program {
                 exe: py.to_path_buf(),
