@@ -114,7 +114,7 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R, hook: bool) -> R {
 /// learns once). Learning calls the C library's `pthread_getattr_np`,
 /// whose first call in a process binds `realloc` lazily, and glibc's lazy
 /// binder saves the vector registers on the stack: on a CPU with AVX-512
-/// about 3 KiB more than elsewhere (11 KiB with AMX), which a thread
+/// about 3 KiB more than elsewhere (more again with AMX), which a thread
 /// started with `PTHREAD_STACK_MIN` that has used 8 KiB of it does not
 /// have (`tests/small_stacks.rs` crashed there on an AMD EPYC).
 #[repr(C, align(16))]
