@@ -236,19 +236,24 @@ pub struct Series {
     pub error: Option<String>,
 }
 
+/// The median of `v` (the mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut t = v.to_vec();
+    t.sort_by(f64::total_cmp);
+    let n = t.len();
+    Some(if n % 2 == 1 {
+        t[n / 2]
+    } else {
+        (t[n / 2 - 1] + t[n / 2]) / 2.0
+    })
+}
+
 impl Series {
     pub fn median(&self) -> Option<f64> {
-        if self.times.is_empty() {
-            return None;
-        }
-        let mut t = self.times.clone();
-        t.sort_by(f64::total_cmp);
-        let n = t.len();
-        Some(if n % 2 == 1 {
-            t[n / 2]
-        } else {
-            (t[n / 2 - 1] + t[n / 2]) / 2.0
-        })
+        median(&self.times)
     }
 
     pub fn min(&self) -> Option<f64> {

@@ -53,7 +53,15 @@ struct Target {
     pass: Option<bool>,
 }
 
+/// The label of a target's paired figure (see `paired_median`).
+const SAME_PAIRED: &str = "the same, median of each round's ratio";
+
 impl Target {
+    /// A ratio shown for information, with no limit.
+    fn info(workload: &'static str, what: &str, value: Option<f64>) -> Target {
+        Target::at_most(workload, what.into(), value, "", None)
+    }
+
     /// A value compared with an upper limit (or shown for information).
     fn at_most(
         workload: &'static str,
@@ -113,17 +121,11 @@ fn paired_median(series: &[Series], case: usize, a: Tool, b: Tool) -> Option<f64
             .map(|s| s.times.clone())
     };
     let (ta, tb) = (times(a)?, times(b)?);
-    if ta.is_empty() || ta.len() != tb.len() {
+    if ta.len() != tb.len() {
         return None;
     }
-    let mut r: Vec<f64> = ta.iter().zip(&tb).map(|(x, y)| x / y).collect();
-    r.sort_by(f64::total_cmp);
-    let n = r.len();
-    Some(if n % 2 == 1 {
-        r[n / 2]
-    } else {
-        (r[n / 2 - 1] + r[n / 2]) / 2.0
-    })
+    let r: Vec<f64> = ta.iter().zip(&tb).map(|(x, y)| x / y).collect();
+    crate::measure::median(&r)
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {
@@ -215,13 +217,7 @@ fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRo
                 Tool::Heaptrack,
             )
         });
-        t.push(Target::at_most(
-            "python",
-            "the same, median of each round's ratio".into(),
-            paired,
-            "",
-            None,
-        ));
+        t.push(Target::info("python", SAME_PAIRED, paired));
     }
     if has(Workload::Python) {
         let value = find(rows, Workload::Python, Tool::MemtrailSampled)
@@ -234,26 +230,21 @@ fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRo
             "",
             Some(PYTHON_SAMPLED_MAX_OVERHEAD),
         ));
-        let paired = find(rows, Workload::Python, Tool::MemtrailSampled).and_then(|r| {
-            paired_median(series, r.s.case, Tool::MemtrailSampled, Tool::Plain).map(|m| m - 1.0)
-        });
-        t.push(Target::at_most(
+        let over_plain = |tool: Tool| {
+            find(rows, Workload::Python, tool)
+                .and_then(|r| paired_median(series, r.s.case, tool, Tool::Plain).map(|m| m - 1.0))
+        };
+        t.push(Target::info(
             "python",
-            "the same, median of each round's ratio".into(),
-            paired,
-            "",
-            None,
+            SAME_PAIRED,
+            over_plain(Tool::MemtrailSampled),
         ));
-        let floor = find(rows, Workload::Python, Tool::Forward).and_then(|r| {
-            paired_median(series, r.s.case, Tool::Forward, Tool::Plain).map(|m| m - 1.0)
-        });
+        let floor = over_plain(Tool::Forward);
         if floor.is_some() {
-            t.push(Target::at_most(
+            t.push(Target::info(
                 "python",
-                "floor: a preload that only forwards, the same".into(),
+                "floor: a preload that only forwards, the same",
                 floor,
-                "",
-                None,
             ));
         }
     }
