@@ -136,11 +136,11 @@ fn run(args: &Args) -> Result<bool> {
     for d in [&scratch, &bin] {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
-    let forward = if selected.contains(&Workload::Python) {
-        match workloads::build_forward(&bin) {
+    let floors = if selected.contains(&Workload::Python) {
+        match workloads::build_floors(&bin) {
             Ok(p) => Some(p),
             Err(e) => {
-                notes.push(format!("{e:#}: the forwarding preload is left out"));
+                notes.push(format!("{e:#}: the preloads of the floors are left out"));
                 None
             }
         }
@@ -151,7 +151,7 @@ fn run(args: &Args) -> Result<bool> {
         memtrail: memtrail.clone(),
         recorder: memtrail.with_file_name("libmemtrail_preload.so"),
         heaptrack: heaptrack.clone(),
-        forward: forward.clone(),
+        floors: floors.clone(),
         scratch,
     };
     let sizes = Sizes::new(args.quick);
@@ -170,7 +170,7 @@ fn run(args: &Args) -> Result<bool> {
             },
             workloads::Have {
                 heaptrack: heaptrack.is_some(),
-                forward: forward.is_some(),
+                floors: floors.is_some(),
                 python: python.as_deref(),
             },
             &bin,

@@ -38,6 +38,10 @@ pub enum Tool {
     /// A preload that only forwards the allocator's calls
     /// (`workloads/forward.c`): the floor of any `LD_PRELOAD` tool.
     Forward,
+    /// The same with, in C, the bookkeeping that the lean paths of
+    /// `--sample-every` do on a call that is not sampled: the floor of
+    /// sampling by bytes from a preload.
+    Count,
     Heaptrack,
 }
 
@@ -54,6 +58,7 @@ impl Tool {
             Tool::MemtrailSampled => "memtrail 512K",
             Tool::Recorder => "recorder alone",
             Tool::Forward => "forward only",
+            Tool::Count => "count only",
             Tool::Heaptrack => "heaptrack",
         }
     }
@@ -65,8 +70,8 @@ pub struct Tools {
     /// `libmemtrail_preload.so`, beside `memtrail`.
     pub recorder: PathBuf,
     pub heaptrack: Option<PathBuf>,
-    /// The forwarding preload, where it could be built.
-    pub forward: Option<PathBuf>,
+    /// The preloads of the floors, where they could be built.
+    pub floors: Option<crate::workloads::Floors>,
     /// Emptied after every run.
     pub scratch: PathBuf,
 }
@@ -145,9 +150,14 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
                 .env("MEMTRAIL_DIR", &tools.scratch)
                 .env("MEMTRAIL_OPTS", "stack=dwarf");
         }
-        Tool::Forward => {
-            let Some(so) = &tools.forward else {
-                bail!("the forwarding preload was not built")
+        Tool::Forward | Tool::Count => {
+            let Some(floors) = &tools.floors else {
+                bail!("the preloads of the floors were not built")
+            };
+            let so = if tool == Tool::Forward {
+                &floors.forward
+            } else {
+                &floors.count
             };
             cmd = Command::new(&p.exe);
             cmd.env("LD_PRELOAD", so);
@@ -184,7 +194,7 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
             // The tool must have written its output: a run that silently
             // recorded nothing would look fast.
             let want = match tool {
-                Tool::Plain | Tool::Forward => None,
+                Tool::Plain | Tool::Forward | Tool::Count => None,
                 Tool::Memtrail(_) | Tool::MemtrailSampled => Some("mt.json"),
                 Tool::Recorder => Some(""),
                 Tool::Heaptrack => Some("ht."),

@@ -239,13 +239,20 @@ fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRo
             SAME_PAIRED,
             over_plain(Tool::MemtrailSampled),
         ));
-        let floor = over_plain(Tool::Forward);
-        if floor.is_some() {
-            t.push(Target::info(
-                "python",
+        for (tool, what) in [
+            (
+                Tool::Forward,
                 "floor: a preload that only forwards, the same",
-                floor,
-            ));
+            ),
+            (
+                Tool::Count,
+                "floor: one that counts as the lean paths do, the same",
+            ),
+        ] {
+            let floor = over_plain(tool);
+            if floor.is_some() {
+                t.push(Target::info("python", what, floor));
+            }
         }
     }
     if has(Workload::Pairs) {

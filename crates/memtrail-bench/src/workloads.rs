@@ -158,10 +158,29 @@ fn cc() -> String {
         .unwrap_or_else(|| "cc".into())
 }
 
-/// Builds the preload that only forwards the allocator's calls
-/// (`workloads/forward.c`) into `dir`.
-pub fn build_forward(dir: &Path) -> Result<PathBuf> {
-    compile(&cc(), "forward.so", FORWARD_C, dir, &["-shared", "-fPIC"])
+/// The floors of interposing the allocator (`workloads/forward.c`).
+#[derive(Clone, Debug)]
+pub struct Floors {
+    /// A preload that only forwards the allocator's calls to glibc.
+    pub forward: PathBuf,
+    /// A preload that also does, in C, the bookkeeping of `--sample-every`'s
+    /// lean paths on a call that is not sampled.
+    pub count: PathBuf,
+}
+
+/// Builds both preloads of `workloads/forward.c` into `dir`.
+pub fn build_floors(dir: &Path) -> Result<Floors> {
+    let cc = cc();
+    Ok(Floors {
+        forward: compile(&cc, "forward.so", FORWARD_C, dir, &["-shared", "-fPIC"])?,
+        count: compile(
+            &cc,
+            "count.so",
+            FORWARD_C,
+            dir,
+            &["-shared", "-fPIC", "-DCOUNT"],
+        )?,
+    })
 }
 
 /// Compiles one embedded C source into `dir`; returns the executable.
@@ -222,16 +241,17 @@ pub fn find_python() -> Result<PathBuf, String> {
 }
 
 /// The tools a workload runs under; heaptrack only where it is installed,
-/// the forwarding preload only where it was built.
-fn tools_for(w: Workload, heaptrack: bool, forward: bool) -> Vec<Tool> {
+/// the preloads of the floors only where they were built.
+fn tools_for(w: Workload, heaptrack: bool, floors: bool) -> Vec<Tool> {
     let mut v = vec![Tool::Plain, Tool::Memtrail(Stack::Dwarf)];
     match w {
         Workload::Churn => v.push(Tool::Memtrail(Stack::Fp)),
         Workload::Pairs => v.push(Tool::Memtrail(Stack::None)),
         Workload::Python => {
             v.push(Tool::MemtrailSampled);
-            if forward {
+            if floors {
                 v.push(Tool::Forward);
+                v.push(Tool::Count);
             }
         }
         Workload::Threads => v.push(Tool::Recorder),
@@ -248,8 +268,8 @@ fn tools_for(w: Workload, heaptrack: bool, forward: bool) -> Vec<Tool> {
 #[derive(Clone, Copy, Debug)]
 pub struct Have<'a> {
     pub heaptrack: bool,
-    /// The forwarding preload was built.
-    pub forward: bool,
+    /// The preloads of the floors were built.
+    pub floors: bool,
     pub python: Option<&'a Path>,
 }
 
@@ -271,7 +291,7 @@ pub fn cases(
         cache.push((name, p.clone()));
         Ok(p)
     };
-    let tools = tools_for(w, have.heaptrack, have.forward);
+    let tools = tools_for(w, have.heaptrack, have.floors);
     let case = |label: String, threads, pairs, program| Case {
         workload: w,
         label,
