@@ -389,6 +389,40 @@ fn clear_old_output(path: &Path) {
     }
 }
 
+/// The folder of the child processes' profiles of the profile at `out`:
+/// `<stem>.children/` beside it.
+fn children_dir(out: &Path) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map_or_else(|| "memtrail".into(), |s| s.to_string_lossy().into_owned());
+    out.with_file_name(format!("{stem}.children"))
+}
+
+/// Removes the child profiles an earlier run left in `dir` (a run's
+/// `<stem>.children/`), so that the folder holds this run's and no other:
+/// the pids differ from run to run, so nothing else replaces them. Only
+/// what memtrail writes there is removed (`memtrail-*.json`, plain files
+/// under the rules of [`clear_old_output`]), then the folder if that left
+/// it empty; a folder that is a link, or holds anything else, stays.
+fn clear_old_children(dir: &Path) {
+    let is_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_dir());
+    if !is_dir {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("memtrail-") && name.ends_with(".json") {
+            clear_old_output(&e.path());
+        }
+    }
+    // Fails, as it should, where anything is left.
+    let _ = std::fs::remove_dir(dir);
+}
+
 /// Writes a profile, creating its directory; the error names the path.
 fn write_profile(profile: &memtrail_profile::Profile, path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -595,19 +629,17 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     job.extend(dumps.into_iter().map(|d| (d, ProcessEnd::default())));
     let converting = converter.convert(job);
     clear_old_output(&out);
+    // Children: beside the main profile, in <stem>.children/, which keeps
+    // no file of an earlier run.
+    let child_dir = children_dir(&out);
+    clear_old_children(&child_dir);
+    let child_dir = (n_children > 0).then_some(child_dir);
     let (profiles, job) = converting.wait()?;
     let mut profiles = profiles.into_iter();
     let Some(profile) = profiles.next() else {
         bail!("internal error: no profile was built");
     };
     phases.mark("convert");
-    // Children: beside the main profile, in <stem>.children/.
-    let child_dir = (n_children > 0).then(|| {
-        let stem = out
-            .file_stem()
-            .map_or_else(|| "memtrail".into(), |s| s.to_string_lossy().into_owned());
-        out.with_file_name(format!("{stem}.children"))
-    });
     // The files are written while the summary is worked out (both only read
     // the profile); the summary is printed first, then any write error.
     let (write_error, summary) = std::thread::scope(|scope| {

@@ -25,10 +25,7 @@ fn forked() -> &'static Forked {
         let exe = dir.join("forker");
         compile("cc", &[SRC], SITE_FLAGS, &exe);
         let (parent, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
-        let child_pid: u32 = stdout
-            .strip_prefix("child ")
-            .and_then(|s| s.trim_end().parse().ok())
-            .unwrap_or_else(|| panic!("stdout: {stdout:?}"));
+        let child_pid = child_pid(&stdout);
         let children = dir.join("p.children");
         let names: Vec<String> = std::fs::read_dir(&children)
             .unwrap_or_else(|e| panic!("{}: {e}", children.display()))
@@ -200,4 +197,56 @@ fn a_daemon_still_running_is_named_and_not_waited_for_longer() {
         "{stderr}"
     );
     assert!(Profile::from_path(&out).is_ok(), "no main profile");
+}
+
+/// The child pid the forker prints.
+fn child_pid(stdout: &str) -> u32 {
+    stdout
+        .strip_prefix("child ")
+        .and_then(|s| s.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("stdout: {stdout:?}"))
+}
+
+/// A second run to the same `-o` leaves in `p.children/` the profile of its
+/// own child only (the first run's, under another pid, is gone), and a run
+/// with no child leaves no `p.children/`. What memtrail does not write
+/// there stays, and so does the folder that holds it.
+#[test]
+fn the_children_folder_holds_the_last_runs_children_only() {
+    let dir = Scratch::new("fork-again");
+    let exe = dir.join("forker");
+    compile("cc", &[SRC], SITE_FLAGS, &exe);
+    let children = dir.join("p.children");
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&children)
+            .unwrap_or_else(|e| panic!("{}: {e}", children.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let none: &[&str] = &[];
+    let (_, first) = profile_of("dwarf", &dir, &exe, none);
+    let (_, second) = profile_of("dwarf", &dir, &exe, none);
+    assert_ne!(child_pid(&first), child_pid(&second));
+    assert_eq!(
+        names(),
+        vec![format!("memtrail-forker-{}.json", child_pid(&second))]
+    );
+
+    let childless = std::path::Path::new("/bin/true");
+    profile_of("dwarf", &dir, childless, none);
+    assert!(!children.exists(), "{:?}", names());
+
+    let (_, third) = profile_of("dwarf", &dir, &exe, none);
+    std::fs::write(children.join("notes.txt"), "mine").unwrap();
+    assert_eq!(
+        names(),
+        vec![
+            format!("memtrail-forker-{}.json", child_pid(&third)),
+            "notes.txt".to_string()
+        ]
+    );
+    profile_of("dwarf", &dir, childless, none);
+    assert_eq!(names(), vec!["notes.txt".to_string()]);
 }
