@@ -457,7 +457,8 @@ pub fn format_seconds(seconds: f64) -> String {
     }
 }
 
-fn signal_name(signal: i32) -> Option<&'static str> {
+/// The usual name of a signal number (the common ones), as `kill -l` gives it.
+pub fn signal_name(signal: i32) -> Option<&'static str> {
     Some(match signal {
         1 => "SIGHUP",
         2 => "SIGINT",

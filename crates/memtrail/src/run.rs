@@ -276,14 +276,14 @@ fn dump_pid(path: &Path) -> Option<u32> {
 /// Why a program left no data, as far as memtrail can tell: the recorder
 /// never ran in a statically linked or setuid program (the loader ignores
 /// `LD_PRELOAD`), and a process killed by SIGKILL cannot write anything.
-fn why_no_data(program: &std::ffi::OsStr, status: std::process::ExitStatus) -> &'static str {
+fn why_no_data(program: &std::ffi::OsStr, status: std::process::ExitStatus) -> String {
     use std::os::unix::fs::PermissionsExt;
     if status.signal() == Some(libc::SIGKILL) {
-        return "it was killed by SIGKILL, which leaves no time to write it";
+        return "it was killed by SIGKILL, which leaves no time to write it".into();
     }
     if let Some(path) = resolve_program(program) {
         if elf_without_interpreter(&path) {
-            return "it is statically linked: LD_PRELOAD cannot reach it";
+            return "it is statically linked: LD_PRELOAD cannot reach it".into();
         }
         if let Ok(meta) = std::fs::metadata(&path) {
             use std::os::unix::fs::MetadataExt;
@@ -295,11 +295,18 @@ fn why_no_data(program: &std::ffi::OsStr, status: std::process::ExitStatus) -> &
             if (mode & 0o4000 != 0 && meta.uid() != uid)
                 || (mode & 0o2000 != 0 && meta.gid() != gid)
             {
-                return "it is setuid or setgid: the loader ignores LD_PRELOAD for it";
+                return "it is setuid or setgid: the loader ignores LD_PRELOAD for it".into();
             }
         }
     }
-    "unless a line above says why: it may be statically linked or setuid, or have run such a program with exec"
+    if let Some(sig) = status.signal() {
+        let name = memtrail_analysis::summary::signal_name(sig)
+            .map_or_else(String::new, |n| format!(" ({n})"));
+        return format!(
+            "it was killed by signal {sig}{name} before it could write it, unless a line above says otherwise"
+        );
+    }
+    "unless a line above says why: it may be statically linked or setuid, or have run such a program with exec".into()
 }
 
 /// The file `Command` runs for `program`: itself when it holds a slash,

@@ -238,7 +238,8 @@ fn run_no_such_program() {
 }
 
 /// A program the recorder cannot reach (statically linked), or that dies
-/// by SIGKILL before it can write anything: it runs as it would alone, its
+/// by SIGKILL, or of a fault that no handler may catch, before it can write
+/// anything: it runs as it would alone, its
 /// output and exit code pass through (1 in place of 0, as no profile was
 /// made), and memtrail says in one line why there is no profile.
 #[test]
@@ -251,11 +252,25 @@ fn run_a_program_that_leaves_no_data() {
     // (program, its argument, memtrail's exit code, the plain run's
     // signal, what memtrail's line says)
     type Case<'a> = (&'a Path, &'a str, Option<i32>, Option<i32>, &'a str);
-    let cases: [Case; 4] = [
+    let cases: [Case; 6] = [
         (&stat, "0", Some(1), None, "it is statically linked"),
         (&stat, "3", Some(3), None, "it is statically linked"),
         (&stat, "kill", Some(137), Some(9), "killed by SIGKILL"),
         (&dynamic, "kill", Some(137), Some(9), "killed by SIGKILL"),
+        (
+            &stat,
+            "blocked-segv",
+            Some(139),
+            Some(11),
+            "it is statically linked",
+        ),
+        (
+            &dynamic,
+            "blocked-segv",
+            Some(139),
+            Some(11),
+            "killed by signal 11 (SIGSEGV) before it could write it",
+        ),
     ];
     for (exe, arg, code, plain_signal, why) in cases {
         let mut c = Command::new(memtrail());
