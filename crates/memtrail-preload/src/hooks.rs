@@ -1199,6 +1199,16 @@ pub unsafe extern "C" fn _Exit(code: c_int) -> ! {
 
 // ---- signals: our fatal-signal handlers stay invisible to the program ----
 
+/// memtrail's alternate signal stack reads as none (see `altstack.rs`).
+///
+/// # Safety
+/// Called as sigaltstack.
+#[no_mangle]
+pub unsafe extern "C" fn sigaltstack(ss: *const libc::stack_t, old: *mut libc::stack_t) -> c_int {
+    // SAFETY: the caller's arguments, as sigaltstack takes them.
+    unsafe { crate::altstack::program_call(crate::thread::tls(), ss, old) }
+}
+
 /// # Safety
 /// Called as sigaction.
 #[no_mangle]

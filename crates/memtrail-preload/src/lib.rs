@@ -14,6 +14,7 @@
 
 extern crate alloc;
 
+mod altstack;
 mod arena;
 mod config;
 mod counters;

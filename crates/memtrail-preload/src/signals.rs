@@ -152,7 +152,9 @@ pub fn install_one(sig: c_int) -> bool {
         // same one again: `timeout` signals its whole group, and `memtrail
         // run` passes its own on) waits: it would end the process with the
         // dump cut short. The handler then dies of the first signal.
-        act.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        // SA_ONSTACK: on the thread's alternate stack (`altstack.rs`),
+        // where there is room after a stack overflow.
+        act.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART | libc::SA_ONSTACK;
         libc::sigemptyset(&mut act.sa_mask);
         for s in TERMINATING {
             libc::sigaddset(&mut act.sa_mask, s);

@@ -104,6 +104,8 @@ fn start() -> bool {
         }
         fork::install();
         signals::install();
+        // The starting thread's, whose state may predate recording.
+        crate::altstack::give(t);
         crate::dump::reserve();
     }
     set(if on { State::Recording } else { State::Off });

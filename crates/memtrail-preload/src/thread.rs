@@ -283,6 +283,9 @@ pub struct Tls {
     // Third line: rarely touched.
     /// Top of this thread's side stack, 0 while it has none (`side.rs`).
     pub side_top: Cell<u64>,
+    /// The mapping of this thread's alternate signal stack, 0 while it has
+    /// none of memtrail's (`altstack.rs`).
+    pub alt_base: Cell<u64>,
     /// A frame of this thread runs on the side stack.
     pub side_busy: Cell<bool>,
     /// This thread's stack as `pthread_getattr_np` gave it, once asked
@@ -491,6 +494,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
     retire(st);
     t.state.set(DEAD);
     crate::side::thread_ends(t);
+    crate::altstack::thread_ends(t);
     leave_recorder(t, was);
 }
 
@@ -601,6 +605,11 @@ fn create(t: &Tls) -> *mut ThreadState {
     st.tls = t;
     // Zero counts (a zero-filled block would read as one round of calls).
     t.reset_lean(0);
+    // Where memtrail's handler saves the profile if the thread overflows
+    // its stack.
+    if crate::state::get() == crate::state::State::Recording {
+        crate::altstack::give(t);
+    }
     if let Some(sampler) = st.sampler.as_mut() {
         let r = &crate::real::REAL;
         let (m, f) = (
