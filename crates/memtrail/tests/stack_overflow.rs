@@ -21,12 +21,19 @@ fn exe() -> &'static (Scratch, std::path::PathBuf) {
     })
 }
 
-/// Runs `stack_overflow MODE` under memtrail; its output and the profile.
-fn run(mode: &str) -> (Output, Option<Profile>) {
+/// Runs `stack_overflow MODE` under memtrail; its output and the profile,
+/// which it must have written.
+fn run(mode: &str) -> (Output, Profile) {
     let (dir, exe) = exe();
     let out = dir.join(&format!("{mode}.json"));
     let o = memtrail_run("dwarf", &out, exe, &[mode]);
-    (o, Profile::from_path(&out).ok())
+    let p = Profile::from_path(&out).unwrap_or_else(|e| {
+        panic!(
+            "{mode}: {e}; stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o, p)
 }
 
 /// The overflowing recursion's allocations: one per level, none freed.
@@ -52,8 +59,6 @@ fn died_of_sigsegv(o: &Output, p: &Profile) {
 #[test]
 fn an_overflow_in_the_main_thread_leaves_the_profile() {
     let (o, p) = run("main");
-    let p =
-        p.unwrap_or_else(|| panic!("no profile; stderr: {}", String::from_utf8_lossy(&o.stderr)));
     died_of_sigsegv(&o, &p);
     // An 8 MiB stack at a few hundred bytes a level.
     let n = levels(&p);
@@ -77,8 +82,6 @@ fn an_overflow_in_the_main_thread_leaves_the_profile() {
 #[test]
 fn an_overflow_in_another_thread_leaves_the_profile() {
     let (o, p) = run("thread");
-    let p =
-        p.unwrap_or_else(|| panic!("no profile; stderr: {}", String::from_utf8_lossy(&o.stderr)));
     died_of_sigsegv(&o, &p);
     let before = site(&p, "main", site_line(SRC, "before_thread"));
     assert_eq!(before.alloc, mms(3, 300, 300, 900), "{before:?}");
@@ -103,7 +106,6 @@ fn a_program_with_its_own_alternate_stack_keeps_it() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}: {stderr}", o.status);
     assert_eq!(String::from_utf8_lossy(&o.stdout), plain_out);
-    let p = p.expect("no profile");
     let after = site(&p, "main", site_line(SRC, "after"));
     assert_eq!(after.alloc, mms(4, 400, 400, 1600), "{after:?}");
     assert_eq!(after.free, after.alloc, "{after:?}");
