@@ -176,9 +176,12 @@ pub struct StackMap {
 const RECENT: usize = 16;
 
 impl StackMap {
+    /// An empty map, which allocates nothing until its first stack: a
+    /// thread that never records, or one whose state is retired, keeps no
+    /// table (states are never freed; see `thread::for_each_state`).
     pub fn new() -> Self {
         StackMap {
-            slots: alloc::vec![(0, 0); 64],
+            slots: Vec::new(),
             vals: Vec::new(),
             ids: Vec::new(),
             recent: [(0, 0); RECENT],
@@ -194,6 +197,9 @@ impl StackMap {
             // SAFETY: `recent` holds only positions of `vals`, which never
             // shrinks; key 0 (never an id's) marks an empty entry.
             return unsafe { self.vals.get_unchecked_mut(at as usize) };
+        }
+        if self.slots.is_empty() {
+            self.grow();
         }
         let mask = self.slots.len() - 1;
         let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
@@ -229,8 +235,9 @@ impl StackMap {
         &mut self.vals[at as usize]
     }
 
+    #[cold]
     fn grow(&mut self) {
-        let cap = self.slots.len() * 2;
+        let cap = (self.slots.len() * 2).max(64);
         self.slots = alloc::vec![(0, 0); cap];
         let mask = cap - 1;
         for (at, &id) in self.ids.iter().enumerate() {
@@ -305,10 +312,12 @@ pub struct Histogram {
 const HIST_MAX: usize = 1 << 16;
 
 impl Histogram {
+    /// An empty histogram, which allocates nothing until its first key (as
+    /// `StackMap::new`).
     pub fn new() -> Self {
         Histogram {
-            keys: alloc::vec![(u64::MAX, 0); 64],
-            counts: alloc::vec![0; 64],
+            keys: Vec::new(),
+            counts: Vec::new(),
             len: 0,
             dropped: 0,
         }
@@ -316,6 +325,9 @@ impl Histogram {
 
     #[inline(always)]
     pub fn add(&mut self, key: (u64, u64), n: u64) {
+        if self.keys.is_empty() {
+            self.grow();
+        }
         let mask = self.keys.len() - 1;
         let mut i = (key.0 ^ key.1.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize
             >> 7
@@ -344,8 +356,9 @@ impl Histogram {
         self.len += 1;
     }
 
+    #[cold]
     fn grow(&mut self) {
-        let cap = self.keys.len() * 2;
+        let cap = (self.keys.len() * 2).max(64);
         let keys = core::mem::replace(&mut self.keys, alloc::vec![(u64::MAX, 0); cap]);
         let counts = core::mem::replace(&mut self.counts, alloc::vec![0; cap]);
         self.len = 0;
