@@ -15,12 +15,14 @@
 //! The program does not see it. `sigaltstack` is memtrail's: asked while
 //! the thread's alternate stack is memtrail's, it says there is none, as it
 //! would without memtrail; a program that sets its own (Rust's standard
-//! library and Go's runtime do in every thread; they ask first, and are
-//! told there is none) replaces memtrail's, which is given back, and
-//! memtrail's handlers then run on the program's stack. One difference
-//! remains, for programs that install a handler with `SA_ONSTACK` and no
-//! alternate stack: their handler runs on memtrail's (256 KiB, touched only
-//! as deep as it is used) rather than on the thread's own stack.
+//! library does in every thread; it asks first, and is told there is
+//! none) replaces memtrail's, which is given back, and memtrail's handlers
+//! then run on the program's stack. Two differences remain: a program that
+//! installs a handler with `SA_ONSTACK` and no alternate stack has it run on
+//! memtrail's (256 KiB, touched only as deep as it is used) rather than on
+//! the thread's own stack; and a runtime that makes the system call itself
+//! (Go's, in a program that uses cgo) sees memtrail's stack, and may use it
+//! (it is given back only as the thread ends).
 //!
 //! Each stack is one mapping with an inaccessible page below it (an
 //! overflow of the handler faults rather than writing over a neighbour),
