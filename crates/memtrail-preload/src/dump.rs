@@ -279,6 +279,8 @@ fn encode(e: &mut Encoder<FileSink>) {
     // (thread number, memory operations, per-function (count, sum, ticks))
     type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
     let mut threads: Vec<ThreadRow> = Vec::new();
+    // (threads merged, memory operations, per function) of thread::FOLDED
+    let mut folded: Option<ThreadRow> = None;
     thread::for_each_state(|s| {
         for (id, ps) in s.stacks.iter() {
             if let Some(m) = merged.get_mut(id as usize) {
@@ -289,9 +291,11 @@ fn encode(e: &mut Encoder<FileSink>) {
         jumps.absorb(&s.jumps);
         unknown_frees += s.unknown_frees;
         truncated += s.truncated;
-        if s.number < u64::MAX - 1 {
+        if s.number < thread::SPARE {
             let (ops, stats) = s.totals();
             threads.push((s.number, ops, stats));
+        } else if s.number == thread::FOLDED {
+            folded = Some((s.merged, s.mem_ops, s.stats));
         }
     });
     if cfg.stack_mode == memtrail_wire::StackMode::None {
@@ -318,9 +322,10 @@ fn encode(e: &mut Encoder<FileSink>) {
         e.stack_counters(id as u64, &m.wire_counters(id as u32, epoch));
     }
     threads.sort_by_key(|t| t.0);
-    for (number, ops, stats) in &threads {
-        e.tag(Tag::Thread);
-        e.u(*number);
+    let rows = threads.iter().map(|r| (Tag::Thread, r));
+    for (tag, (first, ops, stats)) in rows.chain(folded.iter().map(|r| (Tag::EndedThreads, r))) {
+        e.tag(tag);
+        e.u(*first);
         e.u(*ops);
         for (c, s, t) in stats {
             e.u(*c);

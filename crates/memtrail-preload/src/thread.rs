@@ -51,7 +51,30 @@ pub struct ThreadState {
     /// Blocks past their stack's head left to go before the next one whose
     /// lifetime is measured.
     lifetime_gap: u32,
+    /// The thread's kernel id, to learn once it has ended whether it is
+    /// gone (see `reusable`).
+    tid: i32,
+    /// The next state in the registry's queue of ended threads.
+    ended_next: *mut ThreadState,
+    /// For the [`FOLDED`] state, how many ended threads it sums.
+    pub merged: u64,
 }
+
+/// The numbers of the states that are no thread's: counters of ended
+/// threads (stacks, sizes), calls of threads with no state, the row of the
+/// ended threads merged, and a state waiting to be reused. Rows of the
+/// profile's list of threads are written for the numbers below these.
+pub const RETIRED: u64 = u64::MAX;
+pub const ORPHAN_NUMBER: u64 = u64::MAX - 1;
+pub const FOLDED: u64 = u64::MAX - 2;
+pub const SPARE: u64 = u64::MAX - 3;
+
+/// Ended threads whose rows the profile keeps one by one: the states of
+/// threads that ended before the last `KEEP_ENDED` are summed into one row
+/// ([`FOLDED`]) and reused for new threads, so that a program that starts
+/// threads without end (a thread per request) costs the recorder a bounded
+/// memory, and its profile a bounded list.
+pub const KEEP_ENDED: u64 = 1024;
 
 impl ThreadState {
     /// Whether a block of a stack past its first blocks has its lifetime
@@ -197,6 +220,9 @@ impl ThreadState {
             next: null_mut(),
             lifetime_rng: 0x9E37_79B9_7F4A_7C15 ^ (number << 17) ^ 1,
             lifetime_gap: 0,
+            tid: 0,
+            ended_next: null_mut(),
+            merged: 0,
         };
         s.lifetime_gap = s.next_lifetime_gap();
         s
@@ -213,6 +239,12 @@ pub struct Registry {
     next_number: u64,
     /// Counters of threads that ended.
     pub retired: Option<Box<ThreadState>>,
+    /// The states of ended threads, oldest first, and how many.
+    ended_head: *mut ThreadState,
+    ended_tail: *mut ThreadState,
+    ended: u64,
+    /// The row of the ended threads whose states were reused.
+    pub folded: Option<Box<ThreadState>>,
 }
 // SAFETY: the raw pointers are only followed under the registry lock.
 unsafe impl Send for Registry {}
@@ -223,6 +255,10 @@ pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
     max_alive: 0,
     next_number: 0,
     retired: None,
+    ended_head: null_mut(),
+    ended_tail: null_mut(),
+    ended: 0,
+    folded: None,
 });
 pub static ORPHAN: SpinLock<Option<Box<ThreadState>>> = SpinLock::new(None);
 pub static KEY: AtomicU64 = AtomicU64::new(u64::MAX);
@@ -519,7 +555,7 @@ fn retire(st: *mut ThreadState) {
     s.pending = 0;
     let r = reg
         .retired
-        .get_or_insert_with(|| Box::new(ThreadState::new(u64::MAX, false)));
+        .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));
     for (id, ps) in s.stacks.iter() {
         let pending = ps.alive - ps.flushed;
         if pending != 0 {
@@ -543,6 +579,76 @@ fn retire(st: *mut ThreadState) {
     s.unwind = None;
     s.dead = true;
     reg.alive -= 1;
+    // Queued to be reused once enough threads have ended after it.
+    s.ended_next = null_mut();
+    match reg.ended_tail.is_null() {
+        true => reg.ended_head = st,
+        // SAFETY: a registered state, under the lock.
+        false => unsafe { (*reg.ended_tail).ended_next = st },
+    }
+    reg.ended_tail = st;
+    reg.ended += 1;
+}
+
+/// The oldest ended state, taken off the queue with its row summed into
+/// [`FOLDED`] (its number set to [`SPARE`]), if more than [`KEEP_ENDED`]
+/// threads have ended after it and its thread is gone.
+///
+/// "Gone" is the kernel's word: a thread still runs its last clean-up
+/// after memtrail's key destructor retired its state (other libraries'
+/// destructors, whose calls still count in that state; see
+/// `hooks::count_call`), so the state is reused only once `tgkill` no
+/// longer finds the thread. (A new thread given the same id meanwhile
+/// makes it wait for that one: late, never early.) A thread that lingers
+/// goes to the back of the queue, and the next oldest is tried, so that
+/// it holds up no other: two system calls at most per new thread.
+fn reusable(reg: &mut Registry) -> Option<*mut ThreadState> {
+    for _ in 0..2 {
+        if reg.ended <= KEEP_ENDED {
+            return None;
+        }
+        let st = reg.ended_head;
+        // SAFETY: a registered state, under the lock.
+        let s = unsafe { &mut *st };
+        reg.ended_head = s.ended_next;
+        s.ended_next = null_mut();
+        // SAFETY: no memory is passed; errno is restored by the caller.
+        let gone = unsafe {
+            libc::syscall(libc::SYS_tgkill, libc::getpid(), s.tid, 0) == -1
+                && *libc::__errno_location() == libc::ESRCH
+        };
+        if gone {
+            if reg.ended_head.is_null() {
+                reg.ended_tail = null_mut();
+            }
+            reg.ended -= 1;
+            return Some(fold(reg, s));
+        }
+        // SAFETY: the tail is a registered state (the queue held more than
+        // one, as KEEP_ENDED > 0), under the lock.
+        unsafe { (*reg.ended_tail).ended_next = st };
+        reg.ended_tail = st;
+    }
+    None
+}
+
+/// Sums the row of `s`, an ended thread's state, into [`FOLDED`], and
+/// marks `s` spare.
+fn fold(reg: &mut Registry, s: &mut ThreadState) -> *mut ThreadState {
+    let f = reg
+        .folded
+        .get_or_insert_with(|| Box::new(ThreadState::new(FOLDED, false)));
+    for (sum, one) in f.stats.iter_mut().zip(s.stats) {
+        sum.0 += one.0;
+        sum.1 += one.1;
+        sum.2 += one.2;
+    }
+    f.mem_ops += s.mem_ops;
+    f.merged += 1;
+    s.stats = [(0, 0, 0); AllocFn::COUNT];
+    s.mem_ops = 0;
+    s.number = SPARE;
+    s
 }
 
 /// This thread's state, creating it on first use; None once the thread is
@@ -627,17 +733,37 @@ fn create(t: &Tls) -> *mut ThreadState {
 }
 
 fn new_state() -> *mut ThreadState {
-    let number = {
+    let (number, spare) = {
         let mut reg = REGISTRY.lock();
         reg.next_number += 1;
-        reg.next_number - 1
+        (reg.next_number - 1, reusable(&mut reg))
     };
-    let st = Box::into_raw(Box::new(ThreadState::new(number, true)));
+    let mut fresh = ThreadState::new(number, true);
+    // SAFETY: no memory is passed.
+    fresh.tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    let st = match spare {
+        Some(st) => {
+            let _reg = REGISTRY.lock();
+            // SAFETY: a spare state, linked in the registry and used by no
+            // thread (its own is gone); written under the lock, as the
+            // profile reads it. What it held is summed in FOLDED, and its
+            // tables are empty (emptied when its thread ended), so the
+            // drop frees nothing.
+            unsafe {
+                fresh.next = (*st).next;
+                *st = fresh;
+            }
+            st
+        }
+        None => Box::into_raw(Box::new(fresh)),
+    };
     {
         let mut reg = REGISTRY.lock();
-        // SAFETY: st is fresh and ours.
-        unsafe { (*st).next = reg.head };
-        reg.head = st;
+        if spare.is_none() {
+            // SAFETY: st is fresh and ours.
+            unsafe { (*st).next = reg.head };
+            reg.head = st;
+        }
         reg.alive += 1;
         reg.max_alive = reg.max_alive.max(reg.alive);
     }
@@ -663,8 +789,10 @@ pub fn init_key() {
 /// When a frame of this thread below the caller holds the registry (the
 /// profile written from an `_exit` in a signal handler that interrupted a
 /// thread's start or end), the list is read without the lock: states are
-/// linked in whole and never unlinked, and no other thread can change it
-/// meanwhile. The retired state, which may be half merged, is left out.
+/// linked in whole and never unlinked (a reused state is rewritten in
+/// place: its row may then be read half old, half new, with empty tables
+/// either way), and no other thread can change it meanwhile. The retired
+/// and folded states, which may be half merged, are left out.
 pub fn for_each_state(mut f: impl FnMut(&ThreadState)) {
     let reg = REGISTRY.lock_unless_held_here();
     // SAFETY: the lock is held, or held by a frame of this thread that
@@ -690,6 +818,9 @@ pub fn for_each_state(mut f: impl FnMut(&ThreadState)) {
     if let Some(r) = reg.as_ref().and_then(|g| g.retired.as_deref()) {
         f(r);
     }
+    if let Some(r) = reg.as_ref().and_then(|g| g.folded.as_deref()) {
+        f(r);
+    }
     drop(reg);
     if let Some(g) = ORPHAN.try_lock_for(1000) {
         if let Some(o) = g.as_deref() {
@@ -699,5 +830,5 @@ pub fn for_each_state(mut f: impl FnMut(&ThreadState)) {
 }
 
 pub fn new_orphan() -> Box<ThreadState> {
-    Box::new(ThreadState::new(u64::MAX - 1, false))
+    Box::new(ThreadState::new(ORPHAN_NUMBER, false))
 }

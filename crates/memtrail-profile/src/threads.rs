@@ -14,6 +14,16 @@ pub struct ThreadStats {
     pub cnt_mem_ops: u64,
     /// Calls per allocation function.
     pub stats: AllocFuncStats,
+    /// memtrail's: 0 for one thread; for the entry that sums the threads
+    /// which ended before the last ones (a program that starts threads
+    /// without end keeps a bounded list), how many it sums. MALT writes no
+    /// such key and its readers skip it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub merged_threads: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `stackMem`: the thread's own stack usage.

@@ -63,6 +63,9 @@ pub struct StackRec {
 #[derive(Clone, Debug, Default)]
 pub struct ThreadRec {
     pub number: u64,
+    /// 0 for one thread; for a row of ended threads merged
+    /// ([`Tag::EndedThreads`]), how many it stands for.
+    pub merged: u64,
     pub mem_ops: u64,
     /// (count, sum, ticks) per [`AllocFn`].
     pub stats: [(u64, u64, u64); AllocFn::COUNT],
@@ -256,9 +259,14 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     None => return Err(DecodeError::BadRecord { tag: t, offset: at }),
                 }
             }
-            Tag::Thread => {
+            Tag::Thread | Tag::EndedThreads => {
+                let (number, merged) = match tag {
+                    Tag::Thread => (r.u()?, 0),
+                    _ => (u64::MAX, r.u()?),
+                };
                 let mut th = ThreadRec {
-                    number: r.u()?,
+                    number,
+                    merged,
                     mem_ops: r.u()?,
                     ..Default::default()
                 };
@@ -347,6 +355,23 @@ mod tests {
         c.totals.realloc_delta = -5;
         c.alive = -7;
         e.stack_counters(3, &c);
+        // Thread 7 (3 mem ops, one malloc of 40 bytes), then 1000 ended
+        // threads merged (2000 mem ops, 1000 frees).
+        for (tag, first, ops) in [(Tag::Thread, 7, 3), (Tag::EndedThreads, 1000, 2000)] {
+            e.tag(tag);
+            e.u(first);
+            e.u(ops);
+            for f in AllocFn::ALL {
+                let s = match f {
+                    AllocFn::Malloc if ops == 3 => (1, 40, 9),
+                    AllocFn::Free if ops == 2000 => (1000, 0, 5),
+                    _ => (0, 0, 0),
+                };
+                e.u(s.0);
+                e.u(s.1);
+                e.u(s.2);
+            }
+        }
         e.globals(&Globals {
             peak_requested: 10,
             ..Default::default()
@@ -379,6 +404,14 @@ mod tests {
         assert_eq!(d.stacks[0].counters.totals.realloc_delta, -5);
         assert_eq!(d.stacks[0].counters.alive, -7);
         assert_eq!(d.stacks[0].counters.totals.alloc.sum, 10);
+        let rows: Vec<_> = d
+            .threads
+            .iter()
+            .map(|t| (t.number, t.merged, t.mem_ops))
+            .collect();
+        assert_eq!(rows, [(7, 0, 3), (u64::MAX, 1000, 2000)]);
+        assert_eq!(d.threads[0].stats[AllocFn::Malloc as usize], (1, 40, 9));
+        assert_eq!(d.threads[1].stats[AllocFn::Free as usize], (1000, 0, 5));
         assert_eq!(d.globals.peak_requested, 10);
         assert_eq!(d.unhooked, vec!["malloc", "free"]);
         assert_eq!(d.unhooked_by, "");

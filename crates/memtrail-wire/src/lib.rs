@@ -22,7 +22,7 @@ pub use decode::*;
 pub const MAGIC: &[u8; 8] = b"MTRAIL\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 4;
+pub const VERSION: u64 = 5;
 
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "MEMTRAIL_DIR";
@@ -203,6 +203,10 @@ pub enum Tag {
     /// the path of the object that defines them (bytes; empty: the
     /// executable)
     Unhooked = 11,
+    /// threads that ended early in a program that started many, merged
+    /// into one row: how many, then mem ops and the per-[`AllocFn`] triples
+    /// as in [`Tag::Thread`]
+    EndedThreads = 12,
     /// end of dump
     End = 0xff,
 }
@@ -221,6 +225,7 @@ impl Tag {
             9 => Tag::Leak,
             10 => Tag::Globals,
             11 => Tag::Unhooked,
+            12 => Tag::EndedThreads,
             0xff => Tag::End,
             _ => return None,
         })

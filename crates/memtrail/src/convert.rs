@@ -329,6 +329,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
     for t in &d.threads {
         let mut ts = mp::ThreadStats {
             cnt_mem_ops: t.mem_ops,
+            merged_threads: t.merged,
             ..Default::default()
         };
         for f in AllocFn::ALL {

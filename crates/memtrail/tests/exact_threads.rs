@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use memtrail_profile::Profile;
+use memtrail_profile::{Profile, ThreadStats};
 use std::time::Duration;
 
 const SRC: &str = "threads.c";
@@ -233,21 +233,94 @@ fn a_process_whose_main_thread_left_first() {
 /// for the profile's list of threads) stays small: 1 000 more threads that
 /// come and go (`tests/programs/thread_churn.c`) add at most 3 KB each to
 /// its memory (2.4 KB here; 6.2 KB when an ended thread's empty tables still
-/// held their first allocations).
+/// held their first allocations). Past the last 1 024 ended threads, whose
+/// rows the profile keeps one by one, the states are reused: 4 000 more
+/// threads add nothing that grows with them (a program that starts a
+/// thread per request runs for days), and their rows are summed into one.
 #[test]
-fn an_ended_thread_costs_little_recorder_memory() {
+fn an_ended_thread_costs_little_recorder_memory_and_then_none() {
     let dir = Scratch::new("thread-churn");
     let exe = compile_threaded("thread_churn", &dir);
-    let memory = |n: u32| {
+    let memory = |n: u64| {
         let (p, stdout) = profile_of("dwarf", &dir, &exe, &[n.to_string()]);
         assert_eq!(stdout, "done\n");
-        assert_eq!(p.threads.len() as u32, 1 + n, "threads");
-        p.memtrail.as_ref().unwrap().internal_memory
+        // Rows: main, the last ended threads one by one, and the others
+        // summed into one that says how many it stands for.
+        let merged: Vec<&ThreadStats> = p.threads.iter().filter(|t| t.merged_threads > 0).collect();
+        let singles = p.threads.len() as u64 - merged.len() as u64;
+        let summed: u64 = merged.iter().map(|t| t.merged_threads).sum();
+        assert_eq!(singles + summed, 1 + n, "threads");
+        assert!(singles <= 1 + 1025, "{singles} rows of one thread");
+        assert!(merged.len() <= 1, "{} merged rows", merged.len());
+        // Each worker: one malloc(64) and its free.
+        let malloc = p.call_totals().malloc;
+        let main = p
+            .threads
+            .iter()
+            .find(|t| t.stats.malloc.sum != 64 && t.merged_threads == 0);
+        let main_mallocs = main.map_or(0, |t| t.stats.malloc.count);
+        assert_eq!(malloc.count, n + main_mallocs, "mallocs");
+        for m in merged {
+            let s = &m.stats.malloc;
+            assert_eq!((s.count, s.sum), (m.merged_threads, 64 * m.merged_threads));
+        }
+        (singles, p.memtrail.as_ref().unwrap().internal_memory)
     };
-    let (few, many) = (memory(50), memory(1050));
-    let per_thread = many.saturating_sub(few) / 1000;
+    let (few, many, more, most) = (memory(50), memory(1000), memory(2000), memory(6000));
+    assert_eq!(
+        (few.0, many.0),
+        (51, 1001),
+        "one row per thread up to 1 024"
+    );
+    let per_thread = many.1.saturating_sub(few.1) / 950;
     assert!(
         per_thread <= 3 * 1024,
         "{per_thread} bytes per ended thread"
+    );
+    assert!(
+        most.1 <= more.1 + 64 * 1024,
+        "2 000 threads: {} B; 6 000: {} B",
+        more.1,
+        most.1
+    );
+}
+
+/// `tests/programs/key_destructor.c` with 1 500 threads, and one more
+/// that lingers in its last clean-up (the program's key destructor, run
+/// after memtrail's retired the thread's state) until they have all come
+/// and gone. That clean-up still counts in its thread's state, and a state
+/// is reused only once its thread is gone: no call is lost or counted for
+/// another thread when the states of ended threads are summed and reused
+/// (reusing the lingering thread's state with the others counts its free
+/// in a later thread's row, and two threads then write one state).
+#[test]
+fn reused_thread_states_lose_no_late_call() {
+    let dir = Scratch::new("key-destructor-many");
+    let exe = compile_threaded("key_destructor", &dir);
+    let n = 1500u64;
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[&n.to_string(), "linger"]);
+    assert_eq!(stdout, "done\n");
+    let s = site(&p, "worker", site_line("key_destructor.c", "keyed"));
+    assert_eq!(s.alloc, mms(n + 1, 777, 777, (n + 1) * 777), "{s:?}");
+    assert_eq!(s.free, s.alloc, "{s:?}");
+    let mut workers = 0;
+    for t in p
+        .threads
+        .iter()
+        .filter(|t| t.stats.malloc.sum % 777 == 0 && t.stats.malloc.count > 0)
+    {
+        let k = t.merged_threads.max(1);
+        let (m, f) = (&t.stats.malloc, &t.stats.free);
+        assert_eq!(
+            (m.count, m.sum, f.count, f.sum),
+            (k, k * 777, k, k * 777),
+            "{t:?}"
+        );
+        workers += k;
+    }
+    assert_eq!(workers, n + 1, "worker threads");
+    assert!(
+        p.threads.iter().any(|t| t.merged_threads > 0),
+        "no merged row"
     );
 }
