@@ -122,8 +122,9 @@ pub struct Recording {
     /// Lifetimes timed one by one for each stack's first `n` blocks in a
     /// thread, then sampled; `None`: all timed.
     pub lifetimes_sampled_after: Option<u64>,
-    /// The recorder's own memory in the process.
+    /// The recorder's own memory in the process, at its end and at most.
     pub internal_memory: u64,
+    pub internal_memory_peak: u64,
     /// Allocator functions the program's executable defines itself, whose
     /// calls the recorder could not see, and the file that defines them.
     pub unhooked: Option<(Vec<String>, String)>,
@@ -287,6 +288,7 @@ impl Summary {
                 sample_every: e.sample_every,
                 lifetimes_sampled_after: e.lifetimes_sampled_after,
                 internal_memory: e.internal_memory,
+                internal_memory_peak: e.internal_memory_peak,
                 unhooked: e
                     .unhooked
                     .as_ref()
@@ -606,7 +608,14 @@ impl fmt::Display for Summary {
             head.push(vec!["Recording".to_owned(), text]);
             head.push(vec![
                 "Recorder memory".to_owned(),
-                format_bytes(r.internal_memory),
+                match r.internal_memory_peak > r.internal_memory {
+                    true => format!(
+                        "{} at the end, {} at most",
+                        format_bytes(r.internal_memory),
+                        format_bytes(r.internal_memory_peak)
+                    ),
+                    false => format_bytes(r.internal_memory),
+                },
             ]);
             if let Some((functions, by)) = &r.unhooked {
                 head.push(vec![

@@ -163,6 +163,26 @@ fn unrecorded_calls_are_said_only_when_there_are_some() {
 }
 
 #[test]
+fn the_recorders_peak_memory_is_said_where_it_was_higher() {
+    let mut p = built(ExitInfo::default());
+    let opts = SummaryOptions { top: 10 };
+    p.memtrail.as_mut().unwrap().internal_memory_peak = 2 << 20;
+    let text = Summary::from_profile(&p, &opts).to_string();
+    assert!(
+        text.contains("Recorder memory  2.0 MiB (2097152 B)\n"),
+        "{text}"
+    );
+    p.memtrail.as_mut().unwrap().internal_memory_peak = 5 << 20;
+    let text = Summary::from_profile(&p, &opts).to_string();
+    assert!(
+        text.contains(
+            "Recorder memory  2.0 MiB (2097152 B) at the end, 5.0 MiB (5242880 B) at most\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
 fn exit_by_signal_and_unknown_frames() {
     let p = built(ExitInfo {
         code: None,

@@ -76,7 +76,7 @@ pub fn give(t: &Tls) {
         // The program's own (or one it inherited): left as it is.
         return;
     }
-    let base = crate::arena::map(SIZE + GUARD);
+    let base = crate::arena::map_stack(SIZE + GUARD);
     if base.is_null() {
         return;
     }
@@ -95,7 +95,7 @@ pub fn give(t: &Tls) {
         t.alt_base.set(base as u64);
     } else {
         // SAFETY: the mapping just made, unused.
-        unsafe { crate::arena::unmap(base, SIZE + GUARD) };
+        unsafe { crate::arena::unmap_stack(base, SIZE + GUARD) };
     }
 }
 
@@ -105,7 +105,7 @@ fn release(t: &Tls) {
     let base = t.alt_base.replace(0);
     if base != 0 {
         // SAFETY: the mapping `give` made; nothing runs on it.
-        unsafe { crate::arena::unmap(base as *mut u8, SIZE + GUARD) };
+        unsafe { crate::arena::unmap_stack(base as *mut u8, SIZE + GUARD) };
     }
 }
 

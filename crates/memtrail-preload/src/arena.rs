@@ -11,8 +11,15 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-/// Bytes mapped by the recorder for itself.
+/// Bytes mapped by the recorder for itself, now and at most.
 pub static INTERNAL_BYTES: AtomicU64 = AtomicU64::new(0);
+pub static INTERNAL_PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `len` more bytes mapped.
+fn mapped(len: u64) {
+    let now = INTERNAL_BYTES.fetch_add(len, Ordering::Relaxed) + len;
+    INTERNAL_PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 const CLASSES: usize = 12; // 16 B .. 32 KiB
 const CHUNK: usize = 256 * 1024;
@@ -49,7 +56,32 @@ pub fn map_populated(len: usize) -> *mut u8 {
     map_with(len, libc::MAP_POPULATE)
 }
 
+/// Like [`map`], for a stack of the recorder's (a thread's alternate
+/// signal stack, a side stack): address space of which a page or two is
+/// touched, like the thread's own stack, so it is not counted as the
+/// recorder's memory (the README gives its size). Given back with
+/// [`unmap_stack`].
+pub fn map_stack(len: usize) -> *mut u8 {
+    map_raw(len, libc::MAP_STACK | libc::MAP_NORESERVE)
+}
+
+/// # Safety
+/// `p` and `len` must come from one call to [`map_stack`].
+pub unsafe fn unmap_stack(p: *mut u8, len: usize) {
+    // SAFETY: forwarded to the caller.
+    unsafe { unmap_raw(p, len) };
+}
+
 fn map_with(len: usize, extra: i32) -> *mut u8 {
+    let p = map_raw(len, extra);
+    if !p.is_null() {
+        mapped(len as u64);
+    }
+    p
+}
+
+/// An anonymous private mapping, with the raw system call, counted nowhere.
+fn map_raw(len: usize, extra: i32) -> *mut u8 {
     let _e = crate::sync::ErrnoGuard::new();
     // SAFETY: an anonymous private mapping has no preconditions.
     let p = unsafe {
@@ -66,7 +98,6 @@ fn map_with(len: usize, extra: i32) -> *mut u8 {
     if p < 0 && p > -4096 {
         return null_mut();
     }
-    INTERNAL_BYTES.fetch_add(len as u64, Ordering::Relaxed);
     p as *mut u8
 }
 
@@ -103,10 +134,17 @@ pub unsafe fn grow_populated(p: *mut u8, old_len: usize, new_len: usize) -> *mut
 /// # Safety
 /// `p` and `len` must come from one call to [`map`].
 pub unsafe fn unmap(p: *mut u8, len: usize) {
+    // SAFETY: forwarded to the caller.
+    unsafe { unmap_raw(p, len) };
+    INTERNAL_BYTES.fetch_sub(len as u64, Ordering::Relaxed);
+}
+
+/// # Safety
+/// `p` and `len` describe one mapping of this module.
+unsafe fn unmap_raw(p: *mut u8, len: usize) {
     let _e = crate::sync::ErrnoGuard::new();
     // SAFETY: forwarded to the caller.
     unsafe { libc::syscall(libc::SYS_munmap, p, len) };
-    INTERNAL_BYTES.fetch_sub(len as u64, Ordering::Relaxed);
 }
 
 fn class_of(size: usize, align: usize) -> Option<usize> {
@@ -222,7 +260,7 @@ unsafe fn remap(p: *mut u8, old_len: usize, new_len: usize) -> *mut u8 {
         return null_mut();
     }
     if new_len > old_len {
-        INTERNAL_BYTES.fetch_add((new_len - old_len) as u64, Ordering::Relaxed);
+        mapped((new_len - old_len) as u64);
     } else {
         INTERNAL_BYTES.fetch_sub((old_len - new_len) as u64, Ordering::Relaxed);
     }

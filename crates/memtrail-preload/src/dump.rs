@@ -372,6 +372,7 @@ fn encode(e: &mut Encoder<FileSink>) {
             .saturating_sub(start_ticks),
         alive_requested: alive_total,
         internal_memory: arena::INTERNAL_BYTES.load(Ordering::Relaxed),
+        internal_peak: arena::INTERNAL_PEAK.load(Ordering::Relaxed),
         max_threads,
         truncated_stacks: truncated,
         unrecorded_events: UNRECORDED.load(Ordering::Relaxed),

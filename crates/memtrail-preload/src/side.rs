@@ -157,7 +157,7 @@ fn learn(t: &Tls) {
 }
 
 fn map_side(t: &Tls) -> u64 {
-    let base = crate::arena::map(SIDE + GUARD);
+    let base = crate::arena::map_stack(SIDE + GUARD);
     if base.is_null() {
         return 0;
     }
@@ -176,7 +176,9 @@ pub fn thread_ends(t: &Tls) {
     if top != 0 {
         // SAFETY: the mapping made by `map_side`; no frame runs on it (the
         // thread's end is not reached from inside a hook).
-        unsafe { crate::arena::unmap((top - (SIDE + GUARD) as u64) as *mut u8, SIDE + GUARD) };
+        unsafe {
+            crate::arena::unmap_stack((top - (SIDE + GUARD) as u64) as *mut u8, SIDE + GUARD)
+        };
     }
 }
 

@@ -51,8 +51,12 @@ pub struct MemtrailExt {
     /// every block was timed.
     #[serde(default)]
     pub lifetimes_sampled_after: Option<u64>,
-    /// Bytes the recorder itself used in the profiled process.
+    /// Bytes the recorder itself used in the profiled process, at its end.
     pub internal_memory: u64,
+    /// The most bytes it used at once (threads alive at the same time, a
+    /// table while it was rehashed); 0 in files before memtrail recorded it.
+    #[serde(default)]
+    pub internal_memory_peak: u64,
     /// Peak of requested (live) bytes over the run: the exact maximum, not a
     /// timeline bucket's.
     #[serde(default)]
@@ -118,6 +122,7 @@ impl MemtrailExt {
             sample_every: None,
             lifetimes_sampled_after: None,
             internal_memory: 0,
+            internal_memory_peak: 0,
             peak_requested: 0,
             peak_time: 0,
             pid: 0,

@@ -293,6 +293,7 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     unrecorded_events: r.u()?,
                     unknown_frees: r.u()?,
                     dropped_histogram_entries: r.u()?,
+                    internal_peak: r.u()?,
                 }
             }
             Tag::Unhooked => {

@@ -354,6 +354,8 @@ pub struct Globals {
     pub unknown_frees: u64,
     /// Distinct sizes or realloc jumps not kept because their tables were full.
     pub dropped_histogram_entries: u64,
+    /// The most bytes the recorder had mapped for itself at once.
+    pub internal_peak: u64,
 }
 
 /// Where encoded bytes go.
@@ -463,6 +465,7 @@ impl<S: Sink> Encoder<S> {
             g.unrecorded_events,
             g.unknown_frees,
             g.dropped_histogram_entries,
+            g.internal_peak,
         ] {
             self.u(v);
         }

@@ -380,6 +380,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &memtrail_symbols::Symbol
         && d.stack_mode != Some(memtrail_wire::StackMode::None))
     .then_some(d.lifetime_head);
     ext.internal_memory = d.globals.internal_memory;
+    ext.internal_memory_peak = d.globals.internal_peak;
     ext.peak_requested = d.globals.peak_requested;
     ext.peak_time = d.globals.peak_ticks;
     ext.pid = d.pid;
