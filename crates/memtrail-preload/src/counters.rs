@@ -255,18 +255,23 @@ impl StackMap {
 }
 
 /// Counts of requested sizes: sizes up to 4 KiB in a direct array (the
-/// common case, one add), larger ones in a bounded hash table.
+/// common case, one add), larger ones in a bounded hash table. The array is
+/// in pages of `SIZE_PAGE` sizes, each allocated on its first count: a
+/// thread whose requests take a few sizes keeps a page or two (512 bytes
+/// each) instead of the whole 32 KiB.
 pub struct SizeHistogram {
-    small: Vec<u64>,
+    pages: Vec<Option<alloc::boxed::Box<[u64; SIZE_PAGE]>>>,
     pub large: Histogram,
 }
 
 const SMALL_SIZES: usize = 4097;
+const SIZE_PAGE: usize = 64;
+const SIZE_PAGES: usize = SMALL_SIZES.div_ceil(SIZE_PAGE);
 
 impl SizeHistogram {
     pub fn new() -> Self {
         SizeHistogram {
-            small: Vec::new(),
+            pages: Vec::new(),
             large: Histogram::new(),
         }
     }
@@ -274,21 +279,39 @@ impl SizeHistogram {
     #[inline(always)]
     pub fn add(&mut self, size: u64, n: u64) {
         if (size as usize) < SMALL_SIZES {
-            if self.small.is_empty() {
-                self.small = alloc::vec![0; SMALL_SIZES];
+            let size = size as usize;
+            match self.pages.get_mut(size / SIZE_PAGE) {
+                Some(Some(page)) => page[size % SIZE_PAGE] += n,
+                _ => self.add_paged(size, n),
             }
-            self.small[size as usize] += n;
         } else {
             self.large.add((size, 0), n);
         }
     }
 
+    /// `add` of a size whose page is not there yet.
+    #[cold]
+    #[inline(never)]
+    fn add_paged(&mut self, size: usize, n: u64) {
+        if self.pages.is_empty() {
+            self.pages.resize_with(SIZE_PAGES, || None);
+        }
+        let page = self.pages[size / SIZE_PAGE]
+            .get_or_insert_with(|| alloc::boxed::Box::new([0; SIZE_PAGE]));
+        page[size % SIZE_PAGE] += n;
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.small
+        self.pages
             .iter()
             .enumerate()
-            .filter(|(_, c)| **c != 0)
-            .map(|(s, c)| (s as u64, *c))
+            .filter_map(|(p, page)| Some((p, page.as_ref()?)))
+            .flat_map(|(p, page)| {
+                page.iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c != 0)
+                    .map(move |(i, c)| ((p * SIZE_PAGE + i) as u64, *c))
+            })
             .chain(self.large.iter().map(|((s, _), c)| (s, c)))
     }
 

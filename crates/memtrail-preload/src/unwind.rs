@@ -122,12 +122,14 @@ struct Snapshot {
 /// 434 and 417 M instructions (Python alone: 152 M), 128 snapshots 405 M.
 /// Building 300 000 strings after it, where every capture finds its
 /// snapshot, adds 5 M fewer with sets (each capture looks at 4 snapshots
-/// instead of 8). A snapshot's words are reserved when it is first used:
-/// 4 KiB each, 256 KiB for a thread that fills all 64.
+/// instead of 8). A snapshot's words are reserved as it is used, in steps
+/// of `SNAPSHOT_STEP` up to `SNAPSHOT_READS` (4 KiB): a stack 20 frames
+/// deep takes about 1 KiB.
 const SNAPSHOT_SETS: usize = 16;
 const SNAPSHOT_WAYS: usize = 4;
 const SNAPSHOTS: usize = SNAPSHOT_SETS * SNAPSHOT_WAYS;
 const SNAPSHOT_READS: usize = 256;
+const SNAPSHOT_STEP: usize = 32;
 
 /// The set of snapshots for a first state (bp is not part of it: it is
 /// compared only where it matters).
@@ -185,8 +187,12 @@ pub struct Unwind {
     /// so that the probing second step runs once per address: it is a
     /// property of the unwind rule at that address. Direct-mapped on the
     /// address (with the IP_FRAME flag folded in); emptied when the module
-    /// list changes.
+    /// list changes. `DEP_CACHE_FIRST` slots, `DEP_CACHE` once the thread's
+    /// stacks prove to cover thousands of addresses (with the rule caches).
     deps: Vec<(u64, u8)>,
+    /// The most words one walk may read (`tmp_reads` and `reads` grow to it
+    /// as stacks need).
+    max_reads: usize,
     ids: Vec<(u64, StackId)>,
     pub stack_lo: u64,
     pub stack_hi: u64,
@@ -215,6 +221,11 @@ const CACHE_SPLIT_MISSES: u64 = 64;
 
 const ID_CACHE: usize = 512;
 const DEP_CACHE: usize = 4096;
+const DEP_CACHE_FIRST: usize = 512;
+/// What `reads` and `tmp_reads` hold before a stack needs more: 32 frames
+/// of the usual 2 words read each (4 KiB each, instead of 33 KiB for 257
+/// frames of 8).
+const READS_FIRST: usize = 256;
 const MAX_READS_PER_FRAME: usize = 8;
 
 pub struct Capture {
@@ -239,22 +250,27 @@ impl Unwind {
             snap_unwinder: 0,
             max_depth,
             dwarf,
-            rec: Vec::with_capacity(max_depth + 1),
-            rec_hash: Vec::with_capacity(max_depth + 1),
+            // A record and a walk hold at most `max_depth` frames (the
+            // walk stops there, and a record keeps only what fits under
+            // it): 256 states fill an 8 KiB block of the arena exactly,
+            // where 257 took 16.
+            rec: Vec::with_capacity(max_depth),
+            rec_hash: Vec::with_capacity(max_depth),
             rec_ra: vec![0; max_depth + 1],
             rec_ra_at: max_depth + 1,
             rec_rd: Vec::with_capacity(max_depth + 2),
-            rec_min: Vec::with_capacity(max_depth + 1),
-            reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
+            rec_min: Vec::with_capacity(max_depth),
+            reads: Vec::with_capacity(READS_FIRST),
             rec_bp_matters: Vec::with_capacity(max_depth + 1),
             rec_dep: Vec::with_capacity(max_depth + 1),
             rec_valid: false,
             rec_id: 0,
-            tmp: Vec::with_capacity(max_depth + 1),
+            tmp: Vec::with_capacity(max_depth),
             tmp_rd: Vec::with_capacity(max_depth + 2),
             tmp_dep: Vec::with_capacity(max_depth + 1),
             last_dep: 0,
-            tmp_reads: Vec::with_capacity((max_depth + 1) * MAX_READS_PER_FRAME),
+            tmp_reads: Vec::with_capacity(READS_FIRST),
+            max_reads: (max_depth + 1) * MAX_READS_PER_FRAME,
             caches: {
                 let mut v = Vec::with_capacity(RULE_CACHES);
                 v.push(alloc::boxed::Box::new(CacheX86_64::new_in()));
@@ -262,7 +278,7 @@ impl Unwind {
             },
             cache_steps: 0,
             cache_misses: 0,
-            deps: vec![(0, 0); DEP_CACHE],
+            deps: vec![(0, 0); DEP_CACHE_FIRST],
             ids: vec![(0, 0); ID_CACHE],
             stack_lo,
             stack_hi,
@@ -437,6 +453,13 @@ impl Unwind {
         } else {
             self.rec_rd[keep] as usize
         };
+        let want = (keep_reads + self.tmp_reads.len()).saturating_sub(self.reads.len());
+        if self.reads.try_reserve(want).is_err() {
+            // Out of memory for the record's words: the record is left as
+            // it was and not trusted (the next capture walks it all).
+            self.rec_valid = false;
+            return None;
+        }
         self.rec.truncate(keep);
         self.rec_dep.truncate(keep);
         self.rec_bp_matters.truncate(keep);
@@ -504,9 +527,11 @@ impl Unwind {
         let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
         // Its words are reserved when the snapshot is first used; out of
         // memory for them, the stack is not remembered.
+        let need = self.reads.len().next_multiple_of(SNAPSHOT_STEP);
         if !truncated
             && self.reads.len() <= SNAPSHOT_READS
-            && (s.reads.capacity() != 0 || s.reads.try_reserve_exact(SNAPSHOT_READS).is_ok())
+            && (s.reads.capacity() >= need
+                || s.reads.try_reserve_exact(need - s.reads.len()).is_ok())
         {
             self.snap_next[set] = ((way + 1) % SNAPSHOT_WAYS) as u8;
             s.first = first;
@@ -666,6 +691,7 @@ impl Unwind {
                     self.caches
                         .push(alloc::boxed::Box::new(CacheX86_64::new_in()));
                 }
+                self.deps = vec![(0, 0); DEP_CACHE];
                 return ((ra / RULE_CACHE_SLOTS) % RULE_CACHES as u64) as usize;
             }
         }
@@ -683,9 +709,12 @@ impl Unwind {
         };
         let (lo, hi) = (mem.lo, mem.hi);
         let reads = &mut self.tmp_reads;
+        let max_reads = self.max_reads;
         let past_copy = &mut self.past_copy;
         let mut read = |a: u64| -> Result<u64, ()> {
-            if reads.len() >= reads.capacity() {
+            if reads.len() >= reads.capacity()
+                && (reads.len() >= max_reads || reads.try_reserve(reads.len()).is_err())
+            {
                 return Err(());
             }
             let Some(v) = mem.get(a) else {
@@ -752,7 +781,8 @@ impl Unwind {
         // Known for this address from an earlier successful probe? (A step
         // that failed is always probed again.)
         let key = st.ra ^ (u64::from(st.flags) << 63);
-        let slot = (key ^ (key >> 12)) as usize % DEP_CACHE;
+        // Both sizes are powers of two.
+        let slot = (key ^ (key >> 12)) as usize & (self.deps.len() - 1);
         let logged_from = self.tmp_rd.last().copied().unwrap_or(0) as usize;
         if out.is_some() && self.deps[slot].0 == key {
             self.last_dep = self.deps[slot].1 | self.ra_read(logged_from, out);
