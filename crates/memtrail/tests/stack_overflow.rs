@@ -8,25 +8,17 @@ mod common;
 use common::*;
 use memtrail_profile::Profile;
 use std::process::Output;
-use std::sync::OnceLock;
 
 const SRC: &str = "stack_overflow.c";
 
-fn exe() -> &'static (Scratch, std::path::PathBuf) {
-    static EXE: OnceLock<(Scratch, std::path::PathBuf)> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let dir = Scratch::new("stack-overflow");
-        let exe = compile_threaded("stack_overflow", &dir);
-        (dir, exe)
-    })
-}
-
-/// Runs `stack_overflow MODE` under memtrail; its output and the profile,
-/// which it must have written.
+/// Runs `stack_overflow MODE` under memtrail, built in a scratch folder of
+/// its own (removed when the test ends); its output and the profile, which
+/// it must have written.
 fn run(mode: &str) -> (Output, Profile) {
-    let (dir, exe) = exe();
+    let dir = Scratch::new(&format!("stack-overflow-{mode}"));
+    let exe = compile_threaded("stack_overflow", &dir);
     let out = dir.join(&format!("{mode}.json"));
-    let o = memtrail_run("dwarf", &out, exe, &[mode]);
+    let o = memtrail_run("dwarf", &out, &exe, &[mode]);
     let p = Profile::from_path(&out).unwrap_or_else(|e| {
         panic!(
             "{mode}: {e}; stderr: {}",
@@ -95,8 +87,12 @@ fn an_overflow_in_another_thread_leaves_the_profile() {
 /// overflow; what it allocates after that is recorded, and it ends well.
 #[test]
 fn a_program_with_its_own_alternate_stack_keeps_it() {
-    let (_, exe) = exe();
-    let plain = std::process::Command::new(exe).arg("own").output().unwrap();
+    let dir = Scratch::new("stack-overflow-plain");
+    let exe = compile_threaded("stack_overflow", &dir);
+    let plain = std::process::Command::new(&exe)
+        .arg("own")
+        .output()
+        .unwrap();
     let plain_out = String::from_utf8_lossy(&plain.stdout);
     assert_eq!(
         plain_out, "own\nbefore: none\nrecovered\nafter: 262144 bytes\n",
