@@ -285,6 +285,68 @@ fn an_ended_thread_costs_little_recorder_memory_and_then_none() {
     );
 }
 
+/// `tests/programs/thread_storm.c`: 8 threads each start 400 short
+/// threads one after another, so that threads end, their states are summed
+/// and reused, and new ones start, all at once. Every thread is counted
+/// once (in its own row or in the merged one), and every call exactly.
+#[test]
+fn threads_ending_and_starting_at_once_are_each_counted_once() {
+    let dir = Scratch::new("thread-storm");
+    let exe = compile_threaded("thread_storm", &dir);
+    let (spawners, each) = (8u64, 400u64);
+    let (p, stdout) = profile_of(
+        "dwarf",
+        &dir,
+        &exe,
+        &[spawners.to_string(), each.to_string()],
+    );
+    assert_eq!(stdout, "done\n");
+    let leaves = spawners * each;
+    let threads: u64 = p.threads.iter().map(|t| t.merged_threads.max(1)).sum();
+    assert_eq!(threads, 1 + spawners + leaves, "threads");
+    assert!(
+        p.threads.iter().any(|t| t.merged_threads > 0),
+        "no merged row"
+    );
+    // Main, the spawners, the last 1 024 ended threads (one more while a
+    // new one waits to reuse a state) and the merged row; the threads that
+    // end after the last start (the last leaves, the spawners) stay in the
+    // queue of ended ones: one each.
+    assert!(
+        p.threads.len() <= 1 + 8 + 1025 + 2 * 8 + 1,
+        "{} rows",
+        p.threads.len()
+    );
+    // Each leaf: malloc(48) and malloc(777), both freed (the second by the
+    // key's destructor in its last clean-up), in its own row; main makes one
+    // malloc of its own (stdout's buffer), the spawners none. A spawner that
+    // ends early may be merged too.
+    let malloc = p.call_totals().malloc;
+    assert_eq!(
+        (malloc.count, malloc.sum),
+        (2 * leaves + 1, 825 * leaves + 4096),
+        "mallocs"
+    );
+    let single_leaves = p
+        .threads
+        .iter()
+        .filter(|t| t.merged_threads == 0 && t.stats.malloc.sum == 825)
+        .inspect(|t| {
+            let (m, f) = (&t.stats.malloc, &t.stats.free);
+            assert_eq!((m.count, f.count, f.sum), (2, 2, 825), "{t:?}");
+        })
+        .count() as u64;
+    let merged = p.threads.iter().find(|t| t.merged_threads > 0).unwrap();
+    let merged_leaves = merged.stats.malloc.sum / 825;
+    assert_eq!(merged.stats.malloc.sum % 825, 0, "{merged:?}");
+    assert_eq!(merged.stats.malloc.count, 2 * merged_leaves, "{merged:?}");
+    assert!(
+        merged.merged_threads - merged_leaves <= spawners,
+        "{merged:?}"
+    );
+    assert_eq!(single_leaves + merged_leaves, leaves, "leaf threads");
+}
+
 /// What the recorder keeps per running thread (its unwinding tables and
 /// counters), from the most memory it used at once
 /// (`memtrail.internalMemoryPeak`) with 10 and with 210 threads alive
