@@ -74,6 +74,7 @@ unsafe extern "C" fn child() {
     // SAFETY: see release.
     unsafe { release() };
     crate::dump::forked();
+    thread::forked();
     // SAFETY: no preconditions.
     state::OWNER_PID.store(
         unsafe { libc::getpid() },

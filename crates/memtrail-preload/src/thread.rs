@@ -776,6 +776,16 @@ fn new_state() -> *mut ThreadState {
     st
 }
 
+/// In a child after `fork`: the forking thread, the child's one thread,
+/// has a new kernel id, which its state must carry (see `reusable`).
+pub fn forked() {
+    let s = tls().state.get();
+    if is_live(s) {
+        // SAFETY: this thread's own state; no other thread exists.
+        unsafe { (*s).tid = libc::syscall(libc::SYS_gettid) as i32 };
+    }
+}
+
 pub fn init_key() {
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: on_thread_exit has the destructor signature.
