@@ -240,7 +240,7 @@ impl Unwind {
                 .map(|_| Snapshot {
                     first: State::default(),
                     bp_matters: true,
-                    // Reserved when first used (see `capture`).
+                    // Reserved as used (see `capture_walk`).
                     reads: Vec::new(),
                     id: 0,
                     valid: false,
@@ -525,8 +525,8 @@ impl Unwind {
         // Remember this stack whole, unless it was cut (no root to verify).
         let way = self.snap_next[set] as usize;
         let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
-        // Its words are reserved when the snapshot is first used; out of
-        // memory for them, the stack is not remembered.
+        // Its words are reserved as the stacks it holds need them (32 at a
+        // time); out of memory for them, the stack is not remembered.
         let need = self.reads.len().next_multiple_of(SNAPSHOT_STEP);
         if !truncated
             && self.reads.len() <= SNAPSHOT_READS
