@@ -151,6 +151,10 @@ pub struct Summary {
     pub exit: Option<ExitInfo>,
     /// Run time in seconds, when the clock rate is known.
     pub run_seconds: Option<f64>,
+    /// Threads that called the allocator (each row of `threads`, or as many
+    /// as a merged row stands for), the most alive at once (0: unknown),
+    /// and how many of them are in a merged row.
+    pub threads: Threads,
     /// Calls per allocation function that was called, in a fixed order.
     pub calls: Vec<FunctionCalls>,
     /// Allocation calls (every function but `free`).
@@ -179,6 +183,14 @@ pub struct Summary {
     pub leaking_stacks: usize,
     /// How it was recorded (memtrail profiles only).
     pub recording: Option<Recording>,
+}
+
+/// The profile's threads: see [`Summary::threads`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Threads {
+    pub count: u64,
+    pub most_at_once: u64,
+    pub merged: u64,
 }
 
 /// The functions listed, in the order shown.
@@ -268,6 +280,15 @@ impl Summary {
             pid: ext.map(|e| e.pid),
             exit: ext.map(|e| e.exit),
             run_seconds: profile.runtime_seconds(),
+            threads: Threads {
+                count: profile
+                    .threads
+                    .iter()
+                    .map(|t| t.merged_threads.max(1))
+                    .sum(),
+                most_at_once: profile.globals.max_thread_count,
+                merged: profile.threads.iter().map(|t| t.merged_threads).sum(),
+            },
             calls,
             alloc_calls,
             alloc_bytes,
@@ -580,6 +601,20 @@ impl fmt::Display for Summary {
             by.push_str(&format!(", {}", self.date));
         }
         head.push(vec!["Recorded by".to_owned(), by]);
+        let t = self.threads;
+        if t.count > 0 {
+            let mut text = format!("{} that called the allocator", t.count);
+            if t.most_at_once > 0 {
+                text.push_str(&format!(", at most {} at once", t.most_at_once));
+            }
+            if t.merged > 0 {
+                text.push_str(&format!(
+                    "; the {} that ended first are merged in one row of `threads`",
+                    t.merged
+                ));
+            }
+            head.push(vec!["Threads".to_owned(), text]);
+        }
         if let Some(r) = &self.recording {
             let mut text = if r.stack_mode == "none" {
                 "no stacks".to_owned()

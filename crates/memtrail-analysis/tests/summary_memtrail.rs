@@ -163,6 +163,35 @@ fn unrecorded_calls_are_said_only_when_there_are_some() {
 }
 
 #[test]
+fn threads_with_a_merged_row_are_counted_whole() {
+    let opts = SummaryOptions { top: 10 };
+    let mut p = built(ExitInfo::default());
+    p.threads.clear();
+    let text = Summary::from_profile(&p, &opts).to_string();
+    assert!(!text.contains("Threads"), "{text}");
+    p.globals.max_thread_count = 9;
+    p.threads.push(ThreadStats::default());
+    p.threads.push(ThreadStats::default());
+    let text = Summary::from_profile(&p, &opts).to_string();
+    assert!(
+        text.contains("Threads          2 that called the allocator, at most 9 at once\n"),
+        "{text}"
+    );
+    p.threads.push(ThreadStats {
+        merged_threads: 2168,
+        ..Default::default()
+    });
+    let s = Summary::from_profile(&p, &opts);
+    assert_eq!((s.threads.count, s.threads.merged), (2170, 2168));
+    assert!(
+        s.to_string().contains(
+            "Threads          2170 that called the allocator, at most 9 at once; the 2168 that ended first are merged in one row of `threads`\n"
+        ),
+        "{s}"
+    );
+}
+
+#[test]
 fn the_recorders_peak_memory_is_said_where_it_was_higher() {
     let mut p = built(ExitInfo::default());
     let opts = SummaryOptions { top: 10 };

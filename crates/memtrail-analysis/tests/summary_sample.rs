@@ -108,6 +108,7 @@ Program      ./sample
 Process      exit status unknown
 Run time     0.429 s
 Recorded by  malt-1.6.2, 2026-11-21 08:02
+Threads      2 that called the allocator, at most 2 at once
 
 Allocation calls
   malloc       114  77.8 KiB (79696 B)
