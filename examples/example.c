@@ -1,4 +1,4 @@
-/* A small program with known allocations, for a first look at memtrail:
+/* A small program with known allocations, for a first look at heapledger:
  * a temporary buffer per line, a growing array, and one leak. */
 #include <stdio.h>
 #include <stdlib.h>

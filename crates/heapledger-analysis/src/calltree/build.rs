@@ -1,0 +1,362 @@
+//! The replay: builds a [`CallTree`] one sample at a time.
+//!
+//! The replay is bound by memory latency: a large tree does not fit in cache,
+//! so each frame costs about one cache miss, the child node it lands on. To keep
+//! it at one, what a frame needs lives in one 64-byte [`HotNode`]: counts, the
+//! stamp of the last sample that credited it, the stub target, and up to
+//! [`INLINE_CHILDREN`] children, found without a hash lookup. Further children
+//! go to one hash map keyed by `(parent, routine)`. What only node creation and
+//! [`CallTreeBuilder::finish`] need (routine, parent, level) lies in separate
+//! arrays.
+
+use super::hash::IdMap;
+use super::routine::check_frames;
+use super::tree::Node;
+use super::{CallTree, CallTreeError, CollapseMode, Direction, NodeId, RoutineId, RoutineTable};
+
+/// Children kept in the node itself; most call-tree nodes have fewer.
+const INLINE_CHILDREN: usize = 4;
+/// An unused inline child slot.
+const NO_ROUTINE: u32 = u32::MAX;
+
+/// What the replay touches for each frame, in one cache line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct HotNode {
+    /// Inclusive weight reached directly; for a stub, the weight that crossed it.
+    direct: u64,
+    indirect: u64,
+    excl: u64,
+    /// The last sample that credited this node (or crossed this stub).
+    stamp: u32,
+    /// The target of a stub; `NodeId::NONE` for an ordinary node.
+    stub_target: NodeId,
+    /// Routines of the first children, `NO_ROUTINE` where unused.
+    child_routines: [u32; INLINE_CHILDREN],
+    child_ids: [NodeId; INLINE_CHILDREN],
+}
+
+impl HotNode {
+    fn new(stub_target: NodeId) -> HotNode {
+        HotNode {
+            direct: 0,
+            indirect: 0,
+            excl: 0,
+            stamp: 0,
+            stub_target,
+            child_routines: [NO_ROUTINE; INLINE_CHILDREN],
+            child_ids: [NodeId::NONE; INLINE_CHILDREN],
+        }
+    }
+}
+
+/// Builds a [`CallTree`] from samples streamed in one at a time.
+///
+/// ```
+/// use heapledger_analysis::calltree::{CallTreeBuilder, CollapseMode, Direction, RoutineTable};
+/// let mut routines = RoutineTable::new();
+/// let (main, r) = (routines.intern("main"), routines.intern("r"));
+/// let mut builder = CallTreeBuilder::new(CollapseMode::Full, Direction::TopDown, &routines);
+/// builder.push(&[main, r, r], 5).unwrap();
+/// let tree = builder.finish();
+/// assert_eq!(tree.node_count(), 3); // main, r and the stub r...
+/// ```
+#[derive(Debug)]
+pub struct CallTreeBuilder {
+    mode: CollapseMode,
+    direction: Direction,
+    routine_count: usize,
+    /// Index 0 is the hidden root above the real roots.
+    hot: Vec<HotNode>,
+    routines: Vec<RoutineId>,
+    parents: Vec<NodeId>,
+    levels: Vec<u32>,
+    /// Children beyond the inline ones, keyed by `(parent, routine)`.
+    more_children: IdMap<(NodeId, RoutineId), NodeId>,
+    path: Path,
+    stamp: u32,
+    total_weight: u64,
+}
+
+impl CallTreeBuilder {
+    /// A builder for samples whose routines come from `routines` (or a table
+    /// that holds at least the same routines).
+    pub fn new(mode: CollapseMode, direction: Direction, routines: &RoutineTable) -> Self {
+        let tracks_path = matches!(mode, CollapseMode::Conservative | CollapseMode::Full);
+        CallTreeBuilder {
+            mode,
+            direction,
+            routine_count: routines.len(),
+            hot: vec![HotNode::new(NodeId::NONE)],
+            routines: vec![RoutineId::NONE],
+            parents: vec![NodeId::HIDDEN_ROOT],
+            levels: vec![0],
+            more_children: IdMap::default(),
+            path: Path::new(tracks_path, routines.len()),
+            stamp: 0,
+            total_weight: 0,
+        }
+    }
+
+    /// Makes room for `additional` more nodes.
+    pub fn reserve(&mut self, additional: usize) {
+        self.hot.reserve(additional);
+        self.routines.reserve(additional);
+        self.parents.reserve(additional);
+        self.levels.reserve(additional);
+    }
+
+    /// Replays one sample, frames root first (a bottom-up builder reverses them).
+    ///
+    /// Returns the node credited with the sample's exclusive weight, or `None`
+    /// for a zero-weight sample, which is ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`CallTreeError::EmptySample`] for no frames, and
+    /// [`CallTreeError::UnknownRoutine`] for a routine not in the table; the tree
+    /// is unchanged then.
+    pub fn push(
+        &mut self,
+        frames: &[RoutineId],
+        weight: u64,
+    ) -> Result<Option<NodeId>, CallTreeError> {
+        check_frames(frames, self.routine_count)?;
+        if weight == 0 {
+            return Ok(None);
+        }
+        self.next_stamp();
+        self.total_weight = self.total_weight.saturating_add(weight);
+        let last = match self.direction {
+            Direction::TopDown => self.replay(frames.iter().copied(), weight),
+            Direction::BottomUp => self.replay(frames.iter().rev().copied(), weight),
+        };
+        Ok(Some(last))
+    }
+
+    /// The finished tree.
+    pub fn finish(self) -> CallTree {
+        let nodes: Vec<Node> = (0..self.hot.len())
+            .map(|index| {
+                let hot = &self.hot[index];
+                Node {
+                    routine: self.routines[index],
+                    parent: self.parents[index],
+                    level: self.levels[index],
+                    stub_target: hot.stub_target,
+                    direct: hot.direct,
+                    indirect: hot.indirect,
+                    excl: hot.excl,
+                }
+            })
+            .collect();
+        drop(self.hot);
+        // Children in creation order, as one array indexed by offsets.
+        let mut child_starts = vec![0u32; nodes.len() + 1];
+        for parent in &self.parents[1..] {
+            child_starts[parent.index() + 1] += 1;
+        }
+        for i in 1..child_starts.len() {
+            child_starts[i] += child_starts[i - 1];
+        }
+        let mut next = child_starts.clone();
+        let mut child_ids = vec![NodeId::HIDDEN_ROOT; nodes.len() - 1];
+        for (index, parent) in self.parents.iter().enumerate().skip(1) {
+            let slot = &mut next[parent.index()];
+            child_ids[*slot as usize] = NodeId::from_index(index);
+            *slot += 1;
+        }
+        CallTree {
+            mode: self.mode,
+            direction: self.direction,
+            nodes,
+            child_starts,
+            child_ids,
+            routine_count: self.routine_count,
+            total_weight: self.total_weight,
+        }
+    }
+
+    fn next_stamp(&mut self) {
+        if self.stamp == u32::MAX {
+            for node in &mut self.hot {
+                node.stamp = 0;
+            }
+            self.stamp = 0;
+        }
+        self.stamp += 1;
+    }
+
+    fn replay(&mut self, frames: impl Iterator<Item = RoutineId>, weight: u64) -> NodeId {
+        let stamp = self.stamp;
+        self.path.truncate(0);
+        let mut cur = NodeId::HIDDEN_ROOT;
+        let mut via_stub = false;
+        for routine in frames {
+            let next = match self.find_child(cur, routine) {
+                Some(next) => next,
+                None => self.create_child(cur, routine),
+            };
+            let node = &mut self.hot[next.index()];
+            let first_visit = node.stamp != stamp;
+            node.stamp = stamp;
+            if node.stub_target == NodeId::NONE {
+                if first_visit {
+                    let count = if via_stub {
+                        &mut node.indirect
+                    } else {
+                        &mut node.direct
+                    };
+                    *count = count.saturating_add(weight);
+                }
+                self.path.push(next, routine);
+                cur = next;
+            } else {
+                // Cross the stub and jump up to its target, already credited.
+                if first_visit {
+                    node.direct = node.direct.saturating_add(weight);
+                }
+                via_stub = true;
+                cur = node.stub_target;
+                self.path.truncate(self.levels[cur.index()] as usize);
+            }
+        }
+        let node = &mut self.hot[cur.index()];
+        node.excl = node.excl.saturating_add(weight);
+        cur
+    }
+
+    fn find_child(&self, parent: NodeId, routine: RoutineId) -> Option<NodeId> {
+        let node = &self.hot[parent.index()];
+        let wanted = routine.index() as u32;
+        if let Some(slot) = node.child_routines.iter().position(|&r| r == wanted) {
+            return Some(node.child_ids[slot]);
+        }
+        if node.child_routines[INLINE_CHILDREN - 1] == NO_ROUTINE {
+            return None;
+        }
+        self.more_children.get(&(parent, routine)).copied()
+    }
+
+    /// Creates the child `routine` of `cur`: a stub when the mode collapses this
+    /// call, an ordinary node otherwise. `self.path` is the path to `cur`.
+    ///
+    /// The path is the chain of `cur`'s ancestors, so the decision depends on
+    /// `(cur, routine)` alone and is taken once, here.
+    fn create_child(&mut self, cur: NodeId, routine: RoutineId) -> NodeId {
+        let target = match self.mode {
+            CollapseMode::None => None,
+            CollapseMode::Direct => (self.routines[cur.index()] == routine).then_some(cur),
+            CollapseMode::Conservative => self
+                .path
+                .nearest(routine)
+                .filter(|&position| self.path.keeps_all_names_when_cut_below(position))
+                .map(|position| self.path.node(position)),
+            CollapseMode::Full => self
+                .path
+                .nearest(routine)
+                .map(|position| self.path.node(position)),
+        };
+        let id = NodeId::from_index(self.hot.len());
+        self.hot.push(HotNode::new(target.unwrap_or(NodeId::NONE)));
+        self.routines.push(routine);
+        self.parents.push(cur);
+        self.levels.push(self.levels[cur.index()] + 1);
+
+        let parent = &mut self.hot[cur.index()];
+        match parent.child_routines.iter().position(|&r| r == NO_ROUTINE) {
+            Some(slot) => {
+                parent.child_routines[slot] = routine.index() as u32;
+                parent.child_ids[slot] = id;
+            }
+            None => {
+                self.more_children.insert((cur, routine), id);
+            }
+        }
+        id
+    }
+}
+
+/// The tree path from a root to the current node, with what the conservative and
+/// full modes ask of it answered in O(1).
+///
+/// Stays empty in the modes that do not need it.
+#[derive(Debug)]
+struct Path {
+    entries: Vec<PathEntry>,
+    /// Per routine, its nearest (deepest) position on the path, or `NOWHERE`.
+    nearest: Vec<u32>,
+    /// Positions holding the first (highest) occurrence of their routine.
+    first_occurrences: Vec<u32>,
+    enabled: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PathEntry {
+    node: NodeId,
+    routine: RoutineId,
+    /// The next position up the path holding the same routine, or `NOWHERE`.
+    previous_same: u32,
+}
+
+const NOWHERE: u32 = u32::MAX;
+
+impl Path {
+    fn new(enabled: bool, routine_count: usize) -> Path {
+        Path {
+            entries: Vec::new(),
+            nearest: if enabled {
+                vec![NOWHERE; routine_count]
+            } else {
+                Vec::new()
+            },
+            first_occurrences: Vec::new(),
+            enabled,
+        }
+    }
+
+    fn push(&mut self, node: NodeId, routine: RoutineId) {
+        if !self.enabled {
+            return;
+        }
+        let position = self.entries.len() as u32;
+        let previous_same = std::mem::replace(&mut self.nearest[routine.index()], position);
+        if previous_same == NOWHERE {
+            self.first_occurrences.push(position);
+        }
+        self.entries.push(PathEntry {
+            node,
+            routine,
+            previous_same,
+        });
+    }
+
+    /// Cuts the path back to its first `len` entries.
+    fn truncate(&mut self, len: usize) {
+        if self.entries.len() <= len {
+            return;
+        }
+        for entry in self.entries.drain(len..).rev() {
+            self.nearest[entry.routine.index()] = entry.previous_same;
+            if entry.previous_same == NOWHERE {
+                self.first_occurrences.pop();
+            }
+        }
+    }
+
+    fn nearest(&self, routine: RoutineId) -> Option<usize> {
+        let position = *self.nearest.get(routine.index())?;
+        (position != NOWHERE).then_some(position as usize)
+    }
+
+    fn node(&self, position: usize) -> NodeId {
+        self.entries[position].node
+    }
+
+    /// Whether every routine below `position` also occurs at or above it.
+    fn keeps_all_names_when_cut_below(&self, position: usize) -> bool {
+        self.first_occurrences
+            .last()
+            .is_none_or(|&first| first as usize <= position)
+    }
+}

@@ -1,0 +1,209 @@
+//! A set of weighted samples with the routine table they refer to.
+
+use super::hash::{hash_frames, IdMap};
+use super::routine::check_frames;
+use super::{CallTreeError, RoutineId, RoutineTable};
+
+/// One sample (in a [`Samples`] set: one distinct stack with the summed weight
+/// of its samples): frames root first, and a weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample<'a> {
+    /// Routines from the outermost frame (`main`) to the leaf.
+    pub frames: &'a [RoutineId],
+    /// A count or an amount (bytes), in the unit of the chosen metric.
+    pub weight: u64,
+}
+
+/// Weighted samples and their routine table, stored flat.
+///
+/// Identical stacks are stored once, with the sum of their weights: a replay
+/// depends on the frames alone, so every tree and table is the same as for the
+/// separate samples, and building them costs per distinct stack. Every stored
+/// stack is valid: non-empty, with routines from [`routines`](Self::routines).
+/// Zero-weight samples are kept here; the trees and the flat profile ignore them.
+#[derive(Clone, Debug, Default)]
+pub struct Samples {
+    routines: RoutineTable,
+    frames: Vec<RoutineId>,
+    /// `ends[i]` is where stack `i`'s frames end in `frames`.
+    ends: Vec<usize>,
+    weights: Vec<u64>,
+    /// The last stack stored with a given hash of its frames ...
+    by_hash: IdMap<u64, u32>,
+    /// ... and, per stack, the one stored before it with the same hash.
+    same_hash_before: Vec<u32>,
+    sample_count: u64,
+    /// Frames of the sample being added by name.
+    scratch: Vec<RoutineId>,
+}
+
+/// Ends a chain in `Samples::same_hash_before`.
+const NO_STACK: u32 = u32::MAX;
+
+impl Samples {
+    /// No samples and an empty routine table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// No samples yet, over an existing routine table.
+    pub fn with_routines(routines: RoutineTable) -> Self {
+        Self {
+            routines,
+            ..Self::default()
+        }
+    }
+
+    /// Parses the text form `weight: frame frame ...`, one sample per line, root
+    /// first, frames separated by whitespace. Blank lines and lines starting with
+    /// `#` are skipped.
+    ///
+    /// ```
+    /// use heapledger_analysis::calltree::Samples;
+    /// let samples = Samples::from_text("1: main r\n2: main r s\n").unwrap();
+    /// assert_eq!(samples.len(), 2);
+    /// assert_eq!(samples.total_weight(), 3);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`CallTreeError::BadLine`] for a line without `:`, with a weight that is
+    /// not an unsigned integer, or without frames.
+    pub fn from_text(text: &str) -> Result<Samples, CallTreeError> {
+        let mut samples = Samples::new();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = |reason: &str| CallTreeError::BadLine {
+                line: index + 1,
+                reason: reason.to_owned(),
+            };
+            let (weight, frames) = line
+                .split_once(':')
+                .ok_or_else(|| bad("expected `weight: frame frame ...`"))?;
+            let weight = weight
+                .trim()
+                .parse()
+                .map_err(|_| bad("the weight is not an unsigned integer"))?;
+            samples
+                .push_names(frames.split_whitespace(), weight)
+                .map_err(|err| bad(&err.to_string()))?;
+        }
+        Ok(samples)
+    }
+
+    /// The routine table the samples refer to.
+    pub fn routines(&self) -> &RoutineTable {
+        &self.routines
+    }
+
+    /// Interns a routine name in this set's table.
+    pub fn intern(&mut self, name: &str) -> RoutineId {
+        self.routines.intern(name)
+    }
+
+    /// Adds a sample given by routine ids, root first.
+    ///
+    /// # Errors
+    ///
+    /// [`CallTreeError::EmptySample`] for no frames and
+    /// [`CallTreeError::UnknownRoutine`] for an id not in this set's table;
+    /// nothing is added then.
+    pub fn push(&mut self, frames: &[RoutineId], weight: u64) -> Result<(), CallTreeError> {
+        check_frames(frames, self.routines.len())?;
+        self.sample_count += 1;
+        let hash = hash_frames(frames);
+        let mut at = self.by_hash.get(&hash).copied().unwrap_or(NO_STACK);
+        while at != NO_STACK {
+            if self.stack(at as usize) == frames {
+                let sum = &mut self.weights[at as usize];
+                *sum = sum.saturating_add(weight);
+                return Ok(());
+            }
+            at = self.same_hash_before[at as usize];
+        }
+        let index = u32::try_from(self.ends.len())
+            .ok()
+            .filter(|&index| index != NO_STACK)
+            .expect("more than u32::MAX - 1 distinct stacks");
+        self.same_hash_before
+            .push(self.by_hash.insert(hash, index).unwrap_or(NO_STACK));
+        self.frames.extend_from_slice(frames);
+        self.ends.push(self.frames.len());
+        self.weights.push(weight);
+        Ok(())
+    }
+
+    /// Adds a sample given by routine names, root first, interning them.
+    ///
+    /// # Errors
+    ///
+    /// [`CallTreeError::EmptySample`] for no frames; nothing is added then.
+    pub fn push_names<I>(&mut self, frames: I, weight: u64) -> Result<(), CallTreeError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.extend(
+            frames
+                .into_iter()
+                .map(|name| self.routines.intern(name.as_ref())),
+        );
+        let result = self.push(&scratch, weight);
+        self.scratch = scratch;
+        result
+    }
+
+    /// How many samples were added, identical stacks included.
+    pub fn sample_count(&self) -> u64 {
+        self.sample_count
+    }
+
+    /// How many distinct stacks the set holds.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// How many frames the distinct stacks hold together.
+    pub fn frame_count(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether the set holds no stack.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The sum of all weights (saturating).
+    pub fn total_weight(&self) -> u64 {
+        self.weights
+            .iter()
+            .fold(0u64, |sum, &weight| sum.saturating_add(weight))
+    }
+
+    /// Stack `index` with the sum of its samples' weights.
+    ///
+    /// # Panics
+    ///
+    /// If `index >= self.len()`.
+    pub fn get(&self, index: usize) -> Sample<'_> {
+        Sample {
+            frames: self.stack(index),
+            weight: self.weights[index],
+        }
+    }
+
+    /// Every distinct stack with its summed weight, in the order first added.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Sample<'_>> + ExactSizeIterator + '_ {
+        (0..self.len()).map(|index| self.get(index))
+    }
+
+    fn stack(&self, index: usize) -> &[RoutineId] {
+        let start = if index == 0 { 0 } else { self.ends[index - 1] };
+        &self.frames[start..self.ends[index]]
+    }
+}

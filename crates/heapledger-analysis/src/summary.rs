@@ -1,0 +1,788 @@
+//! The text summary printed by `heapledger run` and `heapledger report`.
+//!
+//! [`Summary::from_profile`] computes every number once into plain data (so
+//! the CLI, tests and other front ends can use the figures), and `Display`
+//! renders them as a short, aligned report: what ran and how it ended, calls
+//! per allocation function, bytes allocated, the peak of requested memory,
+//! what was still alive at exit (the C/C++ runtime's own blocks apart), the
+//! top allocation sites by bytes and by calls, and the top leaking stacks.
+//!
+//! An allocation site is the leaf frame of a stack: the code that called the
+//! allocator (the converter has already removed the recorder's frames and
+//! `operator new`). Stacks are grouped by the leaf's function, file, line and
+//! binary, so one line of code called from many paths is one site.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::fmt;
+
+use heapledger_profile::{basename, ticks_to_seconds, Addr, ExitInfo, Profile, UNKNOWN};
+
+/// What the summary shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryOptions {
+    /// How many sites and leaking stacks each list shows.
+    pub top: usize,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        SummaryOptions { top: 5 }
+    }
+}
+
+/// How many frames of a leaking stack are printed.
+const LEAK_FRAMES: usize = 6;
+
+/// Calls to one allocation function, summed over threads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionCalls {
+    /// C name: `malloc`, `calloc`, ..., `free`.
+    pub name: &'static str,
+    /// Calls.
+    pub count: u64,
+    /// Bytes requested (0 for `free`).
+    pub bytes: u64,
+}
+
+/// A number of blocks and their bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Blocks {
+    /// Blocks.
+    pub count: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+impl Blocks {
+    fn add(&mut self, count: u64, bytes: u64) {
+        self.count = self.count.saturating_add(count);
+        self.bytes = self.bytes.saturating_add(bytes);
+    }
+}
+
+/// A source location as printed: `function  file:line  (library)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Site {
+    /// Function name, or the address when unknown.
+    pub function: String,
+    /// `file:line`, `file`, or `??`.
+    pub location: String,
+    /// Base name of the binary, or `??`.
+    pub library: String,
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}  {}  ({})",
+            self.function, self.location, self.library
+        )
+    }
+}
+
+/// Allocations made at one site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteTotal {
+    /// Where.
+    pub site: Site,
+    /// Allocation calls.
+    pub calls: u64,
+    /// Bytes allocated.
+    pub bytes: u64,
+    /// Bytes of this site alive when the whole process reached its peak.
+    pub at_peak: u64,
+}
+
+/// Blocks alive at exit that share a stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeakReport {
+    /// Blocks and bytes.
+    pub blocks: Blocks,
+    /// The first frames, innermost first.
+    pub frames: Vec<Site>,
+    /// Frames not shown.
+    pub more_frames: usize,
+}
+
+/// How the recording was made (heapledger profiles only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recording {
+    /// `dwarf`, `fp` or `none`.
+    pub stack_mode: String,
+    /// Deepest stack kept.
+    pub max_depth: u32,
+    /// Stacks cut at `max_depth`.
+    pub truncated_stacks: u64,
+    /// Whether frees were unwound (else charged to the allocating stack).
+    pub frees_unwound: bool,
+    /// One allocation in `n` recorded, if sampling.
+    pub sample_every: Option<u64>,
+    /// Lifetimes timed one by one for each stack's first `n` blocks in a
+    /// thread, then sampled; `None`: all timed.
+    pub lifetimes_sampled_after: Option<u64>,
+    /// The recorder's own memory in the process, at its end and at most.
+    pub internal_memory: u64,
+    pub internal_memory_peak: u64,
+    /// Allocator functions the program's executable defines itself, whose
+    /// calls the recorder could not see, and the file that defines them.
+    pub unhooked: Option<(Vec<String>, String)>,
+    /// Allocator calls passed through unrecorded: made while the recorder
+    /// was busy on the same thread (a signal handler's, or every call after
+    /// a handler jumped out of the recorder).
+    pub unrecorded: u64,
+}
+
+/// Every figure of the summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The command line.
+    pub command: String,
+    /// The executable's name.
+    pub exe: String,
+    /// The tool that wrote the profile.
+    pub tool: String,
+    /// When it ran.
+    pub date: String,
+    /// Process id, when recorded.
+    pub pid: Option<u32>,
+    /// How it ended, when recorded.
+    pub exit: Option<ExitInfo>,
+    /// Run time in seconds, when the clock rate is known.
+    pub run_seconds: Option<f64>,
+    /// Threads that called the allocator (each row of `threads`, or as many
+    /// as a merged row stands for), the most alive at once (0: unknown),
+    /// and how many of them are in a merged row.
+    pub threads: Threads,
+    /// Calls per allocation function that was called, in a fixed order.
+    pub calls: Vec<FunctionCalls>,
+    /// Allocation calls (every function but `free`).
+    pub alloc_calls: u64,
+    /// Bytes allocated.
+    pub alloc_bytes: u64,
+    /// Peak of live requested bytes, when known.
+    pub peak_requested: Option<u64>,
+    /// When the peak was reached, in seconds from the start (heapledger only).
+    pub peak_seconds: Option<f64>,
+    /// Everything still allocated at exit.
+    pub alive: Blocks,
+    /// The part allocated by the C/C++ runtime itself.
+    pub alive_runtime: Blocks,
+    /// Top sites by bytes allocated.
+    pub top_by_bytes: Vec<SiteTotal>,
+    /// Top sites by allocation calls.
+    pub top_by_calls: Vec<SiteTotal>,
+    /// The sites that held the most memory when the process reached its
+    /// peak (heaptrack's "peak consumers").
+    pub top_at_peak: Vec<SiteTotal>,
+    /// Top leaking stacks of the program (runtime leaks excluded; stacks
+    /// that symbolize alike merged).
+    pub top_leaks: Vec<LeakReport>,
+    /// Leaking stacks of the program, after merging.
+    pub leaking_stacks: usize,
+    /// How it was recorded (heapledger profiles only).
+    pub recording: Option<Recording>,
+}
+
+/// The profile's threads: see [`Summary::threads`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Threads {
+    pub count: u64,
+    pub most_at_once: u64,
+    pub merged: u64,
+}
+
+/// The functions listed, in the order shown.
+const FUNCTIONS: [&str; 9] = [
+    "malloc",
+    "calloc",
+    "realloc",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "free",
+];
+
+impl Summary {
+    /// Computes the summary of `profile`.
+    pub fn from_profile(profile: &Profile, options: &SummaryOptions) -> Summary {
+        let totals = profile.call_totals();
+        let by_name = totals.iter();
+        let calls: Vec<FunctionCalls> = FUNCTIONS
+            .iter()
+            .filter_map(|&name| {
+                let (_, stat) = by_name.iter().find(|(n, _)| *n == name)?;
+                (stat.count > 0).then(|| FunctionCalls {
+                    name,
+                    count: stat.count,
+                    bytes: if name == "free" { 0 } else { stat.sum },
+                })
+            })
+            .collect();
+        let allocs = calls.iter().filter(|c| c.name != "free");
+        let alloc_calls = allocs.clone().fold(0u64, |a, c| a.saturating_add(c.count));
+        let alloc_bytes = allocs.fold(0u64, |a, c| a.saturating_add(c.bytes));
+
+        let ext = profile.heapledger.as_ref();
+        let tps = profile.globals.ticks_per_second;
+
+        let mut runtime_leaks = profile.runtime_leaks();
+        runtime_leaks.sort_unstable();
+        let mut alive = Blocks::default();
+        let mut alive_runtime = Blocks::default();
+        let mut program_leaks = Vec::new();
+        for (i, leak) in profile.leaks.iter().enumerate() {
+            alive.add(leak.count, leak.memory);
+            if runtime_leaks.binary_search(&i).is_ok() {
+                alive_runtime.add(leak.count, leak.memory);
+            } else {
+                program_leaks.push(leak);
+            }
+        }
+        let mut top_leaks = leak_reports(profile, &program_leaks);
+        let leaking_stacks = top_leaks.len();
+        top_leaks.truncate(options.top);
+
+        let sites = site_totals(profile);
+        let mut top_at_peak: Vec<SiteTotal> =
+            sites.iter().filter(|s| s.at_peak > 0).cloned().collect();
+        let mut top_by_bytes = sites.clone();
+        top_by_bytes.sort_by(|a, b| {
+            (Reverse(a.bytes), Reverse(a.calls), &a.site.function).cmp(&(
+                Reverse(b.bytes),
+                Reverse(b.calls),
+                &b.site.function,
+            ))
+        });
+        top_by_bytes.truncate(options.top);
+        let mut top_by_calls = sites;
+        top_by_calls.sort_by(|a, b| {
+            (Reverse(a.calls), Reverse(a.bytes), &a.site.function).cmp(&(
+                Reverse(b.calls),
+                Reverse(b.bytes),
+                &b.site.function,
+            ))
+        });
+        top_by_calls.truncate(options.top);
+        top_at_peak.sort_by(|a, b| {
+            (Reverse(a.at_peak), &a.site.function).cmp(&(Reverse(b.at_peak), &b.site.function))
+        });
+        top_at_peak.truncate(options.top);
+
+        Summary {
+            command: profile.run.command.clone(),
+            exe: profile.run.exe.clone(),
+            tool: profile.run.tool.clone(),
+            date: profile.run.date.clone(),
+            pid: ext.map(|e| e.pid),
+            exit: ext.map(|e| e.exit),
+            run_seconds: profile.runtime_seconds(),
+            threads: Threads {
+                count: profile
+                    .threads
+                    .iter()
+                    .map(|t| t.merged_threads.max(1))
+                    .sum(),
+                most_at_once: profile.globals.max_thread_count,
+                merged: profile.threads.iter().map(|t| t.merged_threads).sum(),
+            },
+            calls,
+            alloc_calls,
+            alloc_bytes,
+            peak_requested: profile.peak_requested(),
+            peak_seconds: ext.and_then(|e| ticks_to_seconds(e.peak_time, tps)),
+            alive,
+            alive_runtime,
+            top_by_bytes,
+            top_by_calls,
+            top_at_peak,
+            top_leaks,
+            leaking_stacks,
+            recording: ext.map(|e| Recording {
+                stack_mode: e.stack_mode.clone(),
+                max_depth: e.max_depth,
+                truncated_stacks: e.truncated_stacks,
+                frees_unwound: e.frees_unwound,
+                sample_every: e.sample_every,
+                lifetimes_sampled_after: e.lifetimes_sampled_after,
+                internal_memory: e.internal_memory,
+                internal_memory_peak: e.internal_memory_peak,
+                unhooked: e
+                    .unhooked
+                    .as_ref()
+                    .map(|u| (u.functions.clone(), u.by.clone())),
+                unrecorded: e.unrecorded_events,
+            }),
+        }
+    }
+}
+
+/// The printed form of one address.
+fn site_of(profile: &Profile, addr: Addr) -> Site {
+    match profile.resolve_addr(addr) {
+        Some(s) => Site {
+            function: s.function.to_owned(),
+            location: s.location(),
+            library: s.binary_name().to_owned(),
+        },
+        None => Site {
+            function: addr.to_string(),
+            location: UNKNOWN.to_owned(),
+            library: profile
+                .sites
+                .mapping_of(addr)
+                .map_or(UNKNOWN, |m| basename(&m.file))
+                .to_owned(),
+        },
+    }
+}
+
+/// Rust's allocation plumbing (the global allocator's wrappers, RawVec,
+/// the standard library's own code): a site inside it is reported at the
+/// first frame outside it, as `operator new` is for C++.
+fn is_alloc_plumbing(function: &str, file: &str) -> bool {
+    const PREFIXES: [&str; 8] = [
+        "alloc::alloc::",
+        "alloc::raw_vec::",
+        "<alloc::alloc::Global",
+        "<alloc::raw_vec::",
+        "__rust_alloc",
+        "__rust_realloc",
+        "__rdl_",
+        "std::alloc::",
+    ];
+    PREFIXES.iter().any(|p| function.starts_with(p)) || file.starts_with("/rustc/")
+}
+
+/// The allocation site of a stack: its leaf frame, inline frames included,
+/// past any allocation plumbing (see [`is_alloc_plumbing`]). With it,
+/// whether the leaf address alone decided it (the same leaf then always
+/// gives the same site).
+fn site_of_stack(profile: &Profile, stack: &[Addr]) -> Option<(Site, bool)> {
+    let leaf = *stack.first()?;
+    for (depth, &addr) in stack.iter().enumerate() {
+        let Some(inner) = profile.resolve_addr(addr) else {
+            return Some((site_of(profile, leaf), depth == 0));
+        };
+        let chain = std::iter::once(inner).chain(profile.inline_chain(addr));
+        for f in chain {
+            if !is_alloc_plumbing(f.function, f.file) {
+                let site = Site {
+                    function: f.function.to_owned(),
+                    location: f.location(),
+                    library: f.binary_name().to_owned(),
+                };
+                return Some((site, depth == 0));
+            }
+        }
+    }
+    Some((site_of(profile, leaf), false))
+}
+
+/// The program's leaks grouped by symbolized stack (MALT keeps stacks that
+/// differ only in addresses on one line apart), largest first.
+fn leak_reports(profile: &Profile, leaks: &[&heapledger_profile::Leak]) -> Vec<LeakReport> {
+    let mut reports: Vec<(Vec<Site>, Blocks)> = Vec::new();
+    let mut index: HashMap<Vec<Site>, usize> = HashMap::new();
+    for leak in leaks {
+        let frames: Vec<Site> = leak.stack.iter().map(|&a| site_of(profile, a)).collect();
+        let i = *index.entry(frames.clone()).or_insert_with(|| {
+            reports.push((frames, Blocks::default()));
+            reports.len() - 1
+        });
+        reports[i].1.add(leak.count, leak.memory);
+    }
+    // Stable: equal leaks keep file order.
+    reports.sort_by_key(|(_, b)| (Reverse(b.bytes), Reverse(b.count)));
+    reports
+        .into_iter()
+        .map(|(mut frames, blocks)| {
+            let more_frames = frames.len().saturating_sub(LEAK_FRAMES);
+            frames.truncate(LEAK_FRAMES);
+            LeakReport {
+                blocks,
+                frames,
+                more_frames,
+            }
+        })
+        .collect()
+}
+
+/// Allocations grouped by leaf site, in first-seen order.
+fn site_totals(profile: &Profile) -> Vec<SiteTotal> {
+    let mut totals: Vec<SiteTotal> = Vec::new();
+    let mut index: HashMap<Site, usize> = HashMap::new();
+    // Sites decided by the leaf alone, by leaf address: stacks outnumber
+    // their leaves (a million stacks, a handful of allocating lines), and
+    // a site costs three strings and a symbol lookup.
+    let mut by_leaf: HashMap<Addr, usize> = HashMap::new();
+    for stat in profile.stacks.allocating() {
+        let Some(&leaf) = stat.stack.first() else {
+            continue;
+        };
+        let i = match by_leaf.get(&leaf) {
+            Some(&i) => i,
+            None => {
+                let Some((site, leaf_only)) = site_of_stack(profile, &stat.stack) else {
+                    continue;
+                };
+                let i = *index.entry(site.clone()).or_insert_with(|| {
+                    totals.push(SiteTotal {
+                        site,
+                        calls: 0,
+                        bytes: 0,
+                        at_peak: 0,
+                    });
+                    totals.len() - 1
+                });
+                if leaf_only {
+                    by_leaf.insert(leaf, i);
+                }
+                i
+            }
+        };
+        totals[i].calls = totals[i].calls.saturating_add(stat.infos.alloc.count);
+        totals[i].bytes = totals[i].bytes.saturating_add(stat.infos.alloc.sum);
+        totals[i].at_peak = totals[i]
+            .at_peak
+            .saturating_add(stat.infos.global_peak.max(0) as u64);
+    }
+    totals
+}
+
+/// `256 B`, or `1.5 MiB (1572864 B)`: readable, with the exact figure.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {} ({bytes} B)", UNITS[unit])
+}
+
+/// `0.429 s`, `12.5 s`, `3 min 20 s`.
+pub fn format_seconds(seconds: f64) -> String {
+    if seconds < 10.0 {
+        format!("{seconds:.3} s")
+    } else if seconds < 120.0 {
+        format!("{seconds:.1} s")
+    } else {
+        let whole = seconds.round() as u64;
+        format!("{} min {} s", whole / 60, whole % 60)
+    }
+}
+
+/// The usual name of a signal number (the common ones), as `kill -l` gives it.
+pub fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => return None,
+    })
+}
+
+fn exit_text(exit: Option<&ExitInfo>) -> String {
+    match exit {
+        Some(ExitInfo {
+            signal: Some(sig), ..
+        }) => match signal_name(*sig) {
+            Some(name) => format!("killed by signal {sig} ({name})"),
+            None => format!("killed by signal {sig}"),
+        },
+        Some(ExitInfo {
+            code: Some(code), ..
+        }) => format!("exited with code {code}"),
+        _ => "exit status unknown".to_owned(),
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Prints `rows` of cells two spaces apart after `indent`: the first `right`
+/// columns right-aligned, the others left-aligned.
+fn table(
+    f: &mut fmt::Formatter<'_>,
+    indent: &str,
+    rows: &[Vec<String>],
+    right: usize,
+) -> fmt::Result {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                if c < right {
+                    format!("{cell:>w$}", w = widths[c])
+                } else {
+                    format!("{cell:<w$}", w = widths[c])
+                }
+            })
+            .collect();
+        let line = format!("{indent}{}", cells.join("  "));
+        writeln!(f, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+impl Summary {
+    fn write_sites(f: &mut fmt::Formatter<'_>, title: &str, sites: &[SiteTotal]) -> fmt::Result {
+        if sites.is_empty() {
+            return Ok(());
+        }
+        writeln!(f)?;
+        writeln!(f, "{title}")?;
+        let mut rows = vec![vec![
+            "bytes".to_owned(),
+            "calls".to_owned(),
+            "site".to_owned(),
+        ]];
+        rows.extend(sites.iter().map(|s| {
+            vec![
+                format_bytes(s.bytes),
+                s.calls.to_string(),
+                s.site.to_string(),
+            ]
+        }));
+        table(f, "  ", &rows, 2)
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let command = if self.command.is_empty() {
+            &self.exe
+        } else {
+            &self.command
+        };
+        let mut head = vec![vec!["Program".to_owned(), command.clone()]];
+        let process = match self.pid {
+            Some(pid) => format!("pid {pid}, {}", exit_text(self.exit.as_ref())),
+            None => exit_text(self.exit.as_ref()),
+        };
+        head.push(vec!["Process".to_owned(), process]);
+        head.push(vec![
+            "Run time".to_owned(),
+            self.run_seconds
+                .map_or_else(|| "unknown".to_owned(), format_seconds),
+        ]);
+        let mut by = self.tool.clone();
+        if !self.date.is_empty() {
+            by.push_str(&format!(", {}", self.date));
+        }
+        head.push(vec!["Recorded by".to_owned(), by]);
+        let t = self.threads;
+        if t.count > 0 {
+            let mut text = format!("{} that called the allocator", t.count);
+            if t.most_at_once > 0 {
+                text.push_str(&format!(", at most {} at once", t.most_at_once));
+            }
+            if t.merged > 0 {
+                text.push_str(&format!(
+                    "; the {} that ended first are merged in one row of `threads`",
+                    t.merged
+                ));
+            }
+            head.push(vec!["Threads".to_owned(), text]);
+        }
+        if let Some(r) = &self.recording {
+            let mut text = if r.stack_mode == "none" {
+                "no stacks".to_owned()
+            } else {
+                format!("{} stacks, at most {} frames", r.stack_mode, r.max_depth)
+            };
+            if r.truncated_stacks > 0 {
+                text.push_str(&format!(
+                    " ({} cut)",
+                    plural(r.truncated_stacks, "stack", "stacks")
+                ));
+            }
+            text.push_str(if r.frees_unwound {
+                "; frees unwound"
+            } else {
+                "; frees charged to the allocating stack"
+            });
+            if let Some(n) = r.sample_every {
+                text.push_str(&format!("; sampled 1 in {n}"));
+            }
+            if let Some(n) = r.lifetimes_sampled_after {
+                text.push_str(&format!(
+                    "; lifetimes of 1 block in 16 after a stack's first {n}"
+                ));
+            }
+            head.push(vec!["Recording".to_owned(), text]);
+            head.push(vec![
+                "Recorder memory".to_owned(),
+                match r.internal_memory_peak > r.internal_memory {
+                    true => format!(
+                        "{} at the end, {} at most",
+                        format_bytes(r.internal_memory),
+                        format_bytes(r.internal_memory_peak)
+                    ),
+                    false => format_bytes(r.internal_memory),
+                },
+            ]);
+            if let Some((functions, by)) = &r.unhooked {
+                head.push(vec![
+                    "Not seen".to_owned(),
+                    format!(
+                        "calls of {} ({} defines them itself, before heapledger's: they are missing from this profile)",
+                        functions.join(", "),
+                        basename(by)
+                    ),
+                ]);
+            }
+            if r.unrecorded > 0 {
+                head.push(vec![
+                    "Not recorded".to_owned(),
+                    format!(
+                        "{} made while the recorder was busy on the same thread (in a signal handler, or after a handler jumped out of the recorder with longjmp): counted, missing from every figure below",
+                        plural(r.unrecorded, "allocator call", "allocator calls")
+                    ),
+                ]);
+            }
+        }
+        table(f, "", &head, 0)?;
+
+        writeln!(f)?;
+        if self.calls.is_empty() {
+            writeln!(f, "No allocation calls recorded.")?;
+        } else {
+            writeln!(f, "Allocation calls")?;
+            let mut rows: Vec<Vec<String>> = self
+                .calls
+                .iter()
+                .map(|c| {
+                    let mut row = vec![c.name.to_owned(), c.count.to_string()];
+                    if c.name != "free" {
+                        row.push(format_bytes(c.bytes));
+                    }
+                    row
+                })
+                .collect();
+            rows.push(vec![
+                "allocations".to_owned(),
+                self.alloc_calls.to_string(),
+                format_bytes(self.alloc_bytes),
+            ]);
+            // Name left, count right, bytes left.
+            let name_width = rows.iter().map(|r| r[0].len()).max().unwrap_or(0);
+            let count_width = rows.iter().map(|r| r[1].len()).max().unwrap_or(0);
+            for row in &rows {
+                let line = format!(
+                    "  {:<nw$}  {:>cw$}  {}",
+                    row[0],
+                    row[1],
+                    row.get(2).map_or("", String::as_str),
+                    nw = name_width,
+                    cw = count_width
+                );
+                writeln!(f, "{}", line.trim_end())?;
+            }
+        }
+
+        writeln!(f)?;
+        let peak = match (self.peak_requested, self.peak_seconds) {
+            (Some(p), Some(t)) => format!("{} at {}", format_bytes(p), format_seconds(t)),
+            (Some(p), None) => format_bytes(p),
+            (None, _) => "unknown".to_owned(),
+        };
+        let blocks = |b: Blocks| {
+            format!(
+                "{}, {}",
+                plural(b.count, "block", "blocks"),
+                format_bytes(b.bytes)
+            )
+        };
+        let program = Blocks {
+            count: self.alive.count.saturating_sub(self.alive_runtime.count),
+            bytes: self.alive.bytes.saturating_sub(self.alive_runtime.bytes),
+        };
+        let rows = vec![
+            vec!["Peak requested memory".to_owned(), peak],
+            vec!["Alive at exit".to_owned(), blocks(self.alive)],
+            vec!["  by the program".to_owned(), blocks(program)],
+            vec![
+                "  by the C/C++ runtime".to_owned(),
+                format!("{} (not the program's leaks)", blocks(self.alive_runtime)),
+            ],
+        ];
+        table(f, "", &rows, 0)?;
+
+        Summary::write_sites(f, "Top allocation sites by bytes", &self.top_by_bytes)?;
+        Summary::write_sites(f, "Top allocation sites by calls", &self.top_by_calls)?;
+        if !self.top_at_peak.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "Top sites at the peak (memory they held when the whole process peaked)"
+            )?;
+            let mut rows = vec![vec!["alive at peak".to_owned(), "site".to_owned()]];
+            rows.extend(
+                self.top_at_peak
+                    .iter()
+                    .map(|s| vec![format_bytes(s.at_peak), s.site.to_string()]),
+            );
+            table(f, "  ", &rows, 1)?;
+        }
+
+        if !self.top_leaks.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "Top leaking stacks ({} of {})",
+                self.top_leaks.len(),
+                self.leaking_stacks
+            )?;
+            for leak in &self.top_leaks {
+                writeln!(
+                    f,
+                    "  {} in {}",
+                    format_bytes(leak.blocks.bytes),
+                    plural(leak.blocks.count, "block", "blocks")
+                )?;
+                for frame in &leak.frames {
+                    writeln!(f, "      {frame}")?;
+                }
+                if leak.more_frames > 0 {
+                    writeln!(
+                        f,
+                        "      ... {}",
+                        plural(leak.more_frames as u64, "more frame", "more frames")
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,503 @@
+//! The properties of `shared/reference/recursion-collapsing.md`, each checked on
+//! 1000 random sample sets, plus a literal reference replay as an oracle.
+
+use std::collections::{BTreeMap, HashSet};
+
+use heapledger_analysis::calltree::{
+    to_json, CallTree, CallTreeBuilder, CollapseMode, Direction, FlatProfile, NodeId,
+    RenderOptions, RoutineId, Samples,
+};
+use proptest::prelude::*;
+
+const CASES: u32 = 1000;
+
+/// Up to 16 samples of 1 to 12 frames over at most 6 routines (so that
+/// recursion, direct and mutual, is common), weights 0 to 20.
+fn raw_sample_sets() -> impl Strategy<Value = Vec<(Vec<u8>, u64)>> {
+    (1u8..=6).prop_flat_map(|routines| {
+        prop::collection::vec(
+            (prop::collection::vec(0..routines, 1..=12), 0u64..=20),
+            0..=16,
+        )
+    })
+}
+
+fn to_samples(raw: &[(Vec<u8>, u64)]) -> Samples {
+    let mut samples = Samples::new();
+    for (frames, weight) in raw {
+        samples
+            .push_names(frames.iter().map(|f| format!("f{f}")), *weight)
+            .unwrap();
+    }
+    samples
+}
+
+fn all_trees(samples: &Samples) -> impl Iterator<Item = CallTree> + '_ {
+    Direction::ALL.into_iter().flat_map(move |direction| {
+        CollapseMode::ALL
+            .into_iter()
+            .map(move |mode| CallTree::build(samples, mode, direction))
+    })
+}
+
+fn oriented(frames: &[RoutineId], direction: Direction) -> Vec<RoutineId> {
+    let mut frames = frames.to_vec();
+    if direction == Direction::BottomUp {
+        frames.reverse();
+    }
+    frames
+}
+
+/// A node as the canonical comparison sees it: routines from the root, and
+/// whether the last one is a stub.
+type Key = (Vec<RoutineId>, bool);
+
+#[derive(Debug, PartialEq, Eq)]
+enum Counts {
+    Node {
+        direct: u64,
+        indirect: u64,
+        excl: u64,
+    },
+    Stub {
+        target: Vec<RoutineId>,
+        traversed: u64,
+    },
+}
+
+fn canonical(tree: &CallTree) -> BTreeMap<Key, Counts> {
+    tree.node_ids()
+        .map(|id| {
+            let node = &tree[id];
+            let counts = match node.stub_target() {
+                Some(target) => Counts::Stub {
+                    target: tree.path_routines(target),
+                    traversed: node.traversed(),
+                },
+                None => Counts::Node {
+                    direct: node.incl_direct(),
+                    indirect: node.incl_indirect(),
+                    excl: node.excl(),
+                },
+            };
+            ((tree.path_routines(id), node.is_stub()), counts)
+        })
+        .collect()
+}
+
+/// The replay exactly as the reference page states it: linear scans of the
+/// path, a set of credited nodes, nothing clever.
+fn reference_replay(
+    samples: &Samples,
+    mode: CollapseMode,
+    direction: Direction,
+) -> BTreeMap<Key, Counts> {
+    struct RefNode {
+        routine: RoutineId,
+        parent: Option<usize>,
+        stub_target: Option<usize>,
+        direct: u64,
+        indirect: u64,
+        excl: u64,
+    }
+    let mut nodes: Vec<RefNode> = Vec::new();
+    let child = |nodes: &mut Vec<RefNode>, parent, routine, stub_target: Option<usize>| {
+        let found = nodes.iter().position(|n| {
+            n.parent == parent
+                && n.routine == routine
+                && n.stub_target.is_some() == stub_target.is_some()
+        });
+        if let Some(found) = found {
+            assert_eq!(
+                nodes[found].stub_target, stub_target,
+                "a stub changed target"
+            );
+            return found;
+        }
+        nodes.push(RefNode {
+            routine,
+            parent,
+            stub_target,
+            direct: 0,
+            indirect: 0,
+            excl: 0,
+        });
+        nodes.len() - 1
+    };
+    for sample in samples.iter().filter(|sample| sample.weight > 0) {
+        let weight = sample.weight;
+        let frames = oriented(sample.frames, direction);
+        let mut path: Vec<usize> = Vec::new();
+        let mut via_stub = false;
+        let mut seen = HashSet::new();
+        let mut crossed = HashSet::new();
+        for (index, &f) in frames.iter().enumerate() {
+            let cur = path.last().copied();
+            let nearest = path.iter().rposition(|&n| nodes[n].routine == f);
+            let target = if index == 0 {
+                None
+            } else {
+                match mode {
+                    CollapseMode::None => None,
+                    CollapseMode::Direct => cur.filter(|&cur| nodes[cur].routine == f),
+                    CollapseMode::Full => nearest.map(|h| path[h]),
+                    CollapseMode::Conservative => nearest
+                        .filter(|&h| {
+                            path[h + 1..].iter().all(|&cut| {
+                                path[..=h]
+                                    .iter()
+                                    .any(|&kept| nodes[kept].routine == nodes[cut].routine)
+                            })
+                        })
+                        .map(|h| path[h]),
+                }
+            };
+            if let Some(target) = target {
+                let stub = child(&mut nodes, cur, f, Some(target));
+                if crossed.insert(stub) {
+                    nodes[stub].direct += weight;
+                }
+                via_stub = true;
+                let at = path.iter().position(|&n| n == target).unwrap();
+                path.truncate(at + 1);
+            } else {
+                let next = child(&mut nodes, cur, f, None);
+                path.push(next);
+            }
+            let cur = *path.last().unwrap();
+            if seen.insert(cur) {
+                if via_stub {
+                    nodes[cur].indirect += weight;
+                } else {
+                    nodes[cur].direct += weight;
+                }
+            }
+        }
+        nodes[*path.last().unwrap()].excl += weight;
+    }
+    let routes = |mut at: usize| {
+        let mut route = vec![nodes[at].routine];
+        while let Some(parent) = nodes[at].parent {
+            route.push(nodes[parent].routine);
+            at = parent;
+        }
+        route.reverse();
+        route
+    };
+    (0..nodes.len())
+        .map(|n| {
+            let node = &nodes[n];
+            let counts = match node.stub_target {
+                Some(target) => Counts::Stub {
+                    target: routes(target),
+                    traversed: node.direct,
+                },
+                None => Counts::Node {
+                    direct: node.direct,
+                    indirect: node.indirect,
+                    excl: node.excl,
+                },
+            };
+            ((routes(n), node.stub_target.is_some()), counts)
+        })
+        .collect()
+}
+
+/// The final node of each sample (`None` for zero weight), replayed in `mode`.
+fn final_nodes(samples: &Samples, mode: CollapseMode) -> (CallTree, Vec<Option<NodeId>>) {
+    let mut builder = CallTreeBuilder::new(mode, Direction::TopDown, samples.routines());
+    let last = samples
+        .iter()
+        .map(|sample| builder.push(sample.frames, sample.weight).unwrap())
+        .collect();
+    (builder.finish(), last)
+}
+
+fn loop_erased(frames: &[RoutineId]) -> Vec<RoutineId> {
+    let mut path: Vec<RoutineId> = Vec::new();
+    for &f in frames {
+        match path.iter().position(|&g| g == f) {
+            Some(at) => path.truncate(at + 1),
+            None => path.push(f),
+        }
+    }
+    path
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn the_replay_matches_the_reference_replay(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        for direction in Direction::ALL {
+            for mode in CollapseMode::ALL {
+                let tree = CallTree::build(&samples, mode, direction);
+                prop_assert_eq!(
+                    canonical(&tree),
+                    reference_replay(&samples, mode, direction),
+                    "{} {}", direction, mode
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn exclusive_counts_add_up_to_the_total(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        for tree in all_trees(&samples) {
+            let total = samples.total_weight();
+            prop_assert_eq!(tree.total_weight(), total);
+            let exclusive: u64 = tree.node_ids().map(|id| tree[id].excl()).sum();
+            prop_assert_eq!(exclusive, total);
+            let roots: u64 = tree.roots().iter().map(|&id| tree[id].inclusive()).sum();
+            prop_assert_eq!(roots, total);
+            for &root in tree.roots() {
+                prop_assert_eq!(tree[root].incl_indirect(), 0);
+                prop_assert!(!tree[root].is_stub());
+            }
+        }
+    }
+
+    #[test]
+    fn inclusive_counts_are_bounded(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        let total = samples.total_weight();
+        for tree in all_trees(&samples) {
+            for id in tree.node_ids() {
+                let node = &tree[id];
+                prop_assert!(node.incl_direct() + node.incl_indirect() <= total);
+                prop_assert!(node.excl() <= node.inclusive() || node.is_stub());
+                if let Some(parent) = node.parent() {
+                    // A sample reaching a node (or crossing a stub) went through its parent.
+                    prop_assert!(node.inclusive().max(node.traversed()) <= tree[parent].inclusive());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_collapse_is_the_additive_prefix_tree(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        for direction in Direction::ALL {
+            let tree = CallTree::build(&samples, CollapseMode::None, direction);
+            let mut prefixes: BTreeMap<Vec<RoutineId>, (u64, u64)> = BTreeMap::new();
+            for sample in samples.iter().filter(|sample| sample.weight > 0) {
+                let frames = oriented(sample.frames, direction);
+                for len in 1..=frames.len() {
+                    prefixes.entry(frames[..len].to_vec()).or_default().0 += sample.weight;
+                }
+                prefixes.get_mut(&frames).unwrap().1 += sample.weight;
+            }
+            let nodes: BTreeMap<Vec<RoutineId>, (u64, u64)> = tree
+                .node_ids()
+                .map(|id| (tree.path_routines(id), (tree[id].inclusive(), tree[id].excl())))
+                .collect();
+            prop_assert_eq!(nodes, prefixes);
+            for id in tree.node_ids() {
+                let node = &tree[id];
+                prop_assert!(!node.is_stub());
+                prop_assert_eq!(node.incl_indirect(), 0);
+                let children: u64 = tree.children(id).iter().map(|&c| tree[c].inclusive()).sum();
+                prop_assert_eq!(node.inclusive(), node.excl() + children);
+            }
+        }
+    }
+
+    #[test]
+    fn full_collapse_paths_never_repeat_and_end_loop_erased(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        let (tree, last) = final_nodes(&samples, CollapseMode::Full);
+        for id in tree.node_ids().filter(|&id| !tree[id].is_stub()) {
+            let path = tree.path_routines(id);
+            let distinct: HashSet<_> = path.iter().collect();
+            prop_assert_eq!(distinct.len(), path.len());
+        }
+        for (sample, last) in samples.iter().zip(last) {
+            if let Some(last) = last {
+                prop_assert_eq!(tree.path_routines(last), loop_erased(sample.frames));
+            }
+        }
+    }
+
+    #[test]
+    fn direct_collapse_paths_end_without_consecutive_repeats(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        let (tree, last) = final_nodes(&samples, CollapseMode::Direct);
+        for (sample, last) in samples.iter().zip(last) {
+            if let Some(last) = last {
+                let mut expected = sample.frames.to_vec();
+                expected.dedup();
+                prop_assert_eq!(tree.path_routines(last), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn conservative_collapse_paths_keep_every_name(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        let (tree, last) = final_nodes(&samples, CollapseMode::Conservative);
+        for (sample, last) in samples.iter().zip(last) {
+            if let Some(last) = last {
+                let path: HashSet<_> = tree.path_routines(last).into_iter().collect();
+                let stack: HashSet<_> = sample.frames.iter().copied().collect();
+                prop_assert_eq!(path, stack);
+            }
+        }
+    }
+
+    #[test]
+    fn stubs_point_up_to_the_same_routine(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        for tree in all_trees(&samples) {
+            for id in tree.node_ids() {
+                let node = &tree[id];
+                let Some(target) = node.stub_target() else { continue };
+                prop_assert!(tree.mode() != CollapseMode::None);
+                prop_assert!(tree.children(id).is_empty());
+                prop_assert_eq!(node.excl(), 0);
+                prop_assert_eq!(node.inclusive(), 0);
+                prop_assert!(node.traversed() > 0);
+                let parent = node.parent().expect("a stub is never a root");
+                prop_assert_eq!(node.level(), tree[parent].level() + 1);
+                prop_assert_eq!(tree[target].routine(), node.routine());
+                prop_assert!(!tree[target].is_stub());
+                let nearest = tree.ancestors(parent).find(|&a| tree[a].routine() == node.routine());
+                match tree.mode() {
+                    CollapseMode::Direct => prop_assert_eq!(target, parent),
+                    _ => prop_assert_eq!(Some(target), nearest),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bottom_up_is_top_down_of_the_reversed_samples(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        let mut reversed = Samples::new();
+        for sample in samples.iter() {
+            let names: Vec<_> = sample.frames.iter().rev().map(|&f| samples.routines().name(f)).collect();
+            reversed.push_names(names, sample.weight).unwrap();
+        }
+        for mode in CollapseMode::ALL {
+            let bottom_up = CallTree::bottom_up(&samples, mode);
+            let top_down = CallTree::top_down(&reversed, mode);
+            let all = RenderOptions::all();
+            prop_assert_eq!(
+                to_json(&bottom_up, samples.routines(), "w", &all).replace("bottom-up", "top-down"),
+                to_json(&top_down, reversed.routines(), "w", &all)
+            );
+        }
+    }
+
+    #[test]
+    fn merging_identical_stacks_changes_nothing(raw in raw_sample_sets(), copies in 1usize..4) {
+        // Each raw sample pushed `copies` times, one by one into a builder, gives
+        // the tree of the merged set (weights multiplied).
+        let mut repeated = raw.clone();
+        for copy in 1..copies {
+            repeated.extend(raw.iter().skip(copy % 2).cloned());
+        }
+        let samples = to_samples(&repeated);
+        for direction in Direction::ALL {
+            for mode in CollapseMode::ALL {
+                let mut builder = CallTreeBuilder::new(mode, direction, samples.routines());
+                for (frames, weight) in &repeated {
+                    let frames: Vec<RoutineId> = frames
+                        .iter()
+                        .map(|f| samples.routines().get(&format!("f{f}")).unwrap())
+                        .collect();
+                    builder.push(&frames, *weight).unwrap();
+                }
+                let merged = CallTree::build(&samples, mode, direction);
+                prop_assert_eq!(canonical(&builder.finish()), canonical(&merged));
+            }
+        }
+    }
+
+    #[test]
+    fn sample_order_does_not_matter(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        let mut reordered = Samples::with_routines(samples.routines().clone());
+        for sample in samples.iter().rev() {
+            reordered.push(sample.frames, sample.weight).unwrap();
+        }
+        for tree in all_trees(&samples) {
+            let other = CallTree::build(&reordered, tree.mode(), tree.direction());
+            prop_assert_eq!(canonical(&tree), canonical(&other));
+        }
+    }
+
+    #[test]
+    fn zero_weight_samples_change_nothing(
+        raw in raw_sample_sets(),
+        zeros in prop::collection::vec(prop::collection::vec(0u8..8, 1..=12), 1..=4),
+    ) {
+        let samples = to_samples(&raw);
+        let mut padded_raw = raw.clone();
+        for (at, frames) in zeros.into_iter().enumerate() {
+            let at = (at * 3).min(padded_raw.len());
+            padded_raw.insert(at, (frames, 0));
+        }
+        let padded = to_samples(&padded_raw);
+        for tree in all_trees(&samples) {
+            let other = CallTree::build(&padded, tree.mode(), tree.direction());
+            let all = RenderOptions::all();
+            prop_assert_eq!(
+                to_json(&tree, samples.routines(), "w", &all),
+                to_json(&other, padded.routines(), "w", &all)
+            );
+        }
+    }
+
+    #[test]
+    fn flat_totals_count_each_routine_once_per_sample(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        let flat = FlatProfile::from_samples(&samples);
+        prop_assert_eq!(flat.total_weight(), samples.total_weight());
+        for (routine, _) in samples.routines().iter() {
+            let inclusive: u64 = samples
+                .iter()
+                .filter(|sample| sample.frames.contains(&routine))
+                .map(|sample| sample.weight)
+                .sum();
+            let exclusive: u64 = samples
+                .iter()
+                .filter(|sample| sample.frames.last() == Some(&routine))
+                .map(|sample| sample.weight)
+                .sum();
+            let row = flat.get(routine);
+            prop_assert_eq!((row.inclusive, row.exclusive), (inclusive, exclusive));
+        }
+        let rows = flat.rows(samples.routines());
+        prop_assert!(rows.windows(2).all(|pair| pair[0].inclusive >= pair[1].inclusive));
+        prop_assert!(rows.iter().all(|row| row.inclusive > 0));
+    }
+
+    #[test]
+    fn renderings_show_what_the_walk_shows(raw in raw_sample_sets(), limit in 0.0f64..50.0, depth in 1u32..8) {
+        let samples = to_samples(&raw);
+        let options = RenderOptions { limit_percent: limit, max_level: depth };
+        for tree in all_trees(&samples) {
+            let shown: Vec<NodeId> = tree
+                .walk(samples.routines(), &options)
+                .filter_map(|visit| match visit {
+                    heapledger_analysis::calltree::Visit::Enter(id) => Some(id),
+                    heapledger_analysis::calltree::Visit::Leave(_) => None,
+                })
+                .collect();
+            for &id in &shown {
+                let node = &tree[id];
+                prop_assert!(node.level() <= depth);
+                let weight = node.inclusive().max(node.traversed());
+                prop_assert!(weight as f64 * 100.0 >= limit * tree.total_weight() as f64);
+            }
+            let text = heapledger_analysis::calltree::to_text(&tree, samples.routines(), "w", &options);
+            prop_assert_eq!(text.lines().count(), 5 + shown.len());
+            let json = to_json(&tree, samples.routines(), "w", &options);
+            let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(value["total"].as_u64(), Some(tree.total_weight()));
+            prop_assert_eq!(json.matches(r#"{"routine":"#).count(), shown.len());
+        }
+    }
+}

@@ -1,0 +1,576 @@
+//! The results: the table, the targets with PASS/MISS, the threads table, and
+//! the same as JSON and CSV for `--out`.
+
+use crate::measure::{Series, Stack, Tool};
+use crate::workloads::{Case, Workload};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+/// The targets the issue sets.
+pub const CHURN_MAX_ADDED_RATIO: f64 = 0.25;
+pub const PYTHON_MAX_WALL_RATIO: f64 = 0.33;
+pub const PAIRS_MAX_ADDED_NS: f64 = 40.0;
+/// `--sample-every 512K` on the Python workload: wall time over plain's.
+pub const PYTHON_SAMPLED_MAX_OVERHEAD: f64 = 0.05;
+/// Noise allowance of the threads criterion: heapledger's added cost per pair may
+/// grow from T=1 to T by at most this factor times what plain's cost per pair does.
+pub const THREADS_GROWTH_SLACK: f64 = 1.25;
+
+/// Facts about the run, for the header and the JSON.
+pub struct Meta {
+    pub runs: u32,
+    pub quick: bool,
+    pub cpus: usize,
+    pub load_start: String,
+    pub load_end: String,
+    pub heapledger: String,
+    pub heaptrack: Option<String>,
+    pub python: Option<String>,
+    pub notes: Vec<String>,
+    pub cflags: String,
+    pub elapsed_s: f64,
+}
+
+/// One line of the main table.
+struct Row<'a> {
+    case: &'a Case,
+    s: &'a Series,
+    median: Option<f64>,
+    min: Option<f64>,
+    added: Option<f64>,
+    ratio: Option<f64>,
+    added_ns: Option<f64>,
+}
+
+/// A target (or an informative ratio, where `limit` is None).
+struct Target {
+    workload: &'static str,
+    what: String,
+    value: Option<f64>,
+    unit: &'static str,
+    limit: Option<f64>,
+    /// None: not measurable (a tool failed, or heaptrack is missing).
+    pass: Option<bool>,
+}
+
+/// The label of a target's paired figure (see `paired_median`).
+const SAME_PAIRED: &str = "the same, median of each round's ratio";
+
+impl Target {
+    /// A ratio shown for information, with no limit.
+    fn info(workload: &'static str, what: &str, value: Option<f64>) -> Target {
+        Target::at_most(workload, what.into(), value, "", None)
+    }
+
+    /// A value compared with an upper limit (or shown for information).
+    fn at_most(
+        workload: &'static str,
+        what: String,
+        value: Option<f64>,
+        unit: &'static str,
+        limit: Option<f64>,
+    ) -> Target {
+        Target {
+            workload,
+            what,
+            value,
+            unit,
+            limit,
+            pass: limit.and_then(|l| value.map(|v| v <= l)),
+        }
+    }
+}
+
+/// One line of the threads table.
+struct ThreadRow {
+    threads: u32,
+    plain_s: Option<f64>,
+    plain_ns: Option<f64>,
+    heapledger_s: Option<f64>,
+    added_ns: Option<f64>,
+    plain_growth: Option<f64>,
+    heapledger_growth: Option<f64>,
+    pass: Option<bool>,
+    /// The recorder alone (no `heapledger run`): added ns/pair and its growth.
+    recorder_ns: Option<f64>,
+    recorder_growth: Option<f64>,
+}
+
+pub struct Report {
+    pub text: String,
+    pub json: Value,
+    pub csv: String,
+}
+
+fn median_of(series: &[Series], case: usize, tool: Tool) -> Option<f64> {
+    series
+        .iter()
+        .find(|s| s.case == case && s.tool == tool)
+        .and_then(Series::median)
+}
+
+/// The median, over the rounds, of `a`'s time over `b`'s in the same
+/// round: runs are interleaved, so a round that the machine made slow is
+/// slow for both, and their ratio keeps less of that noise than the ratio
+/// of the medians.
+fn paired_median(series: &[Series], case: usize, a: Tool, b: Tool) -> Option<f64> {
+    let times = |t: Tool| {
+        series
+            .iter()
+            .find(|s| s.case == case && s.tool == t)
+            .map(|s| s.times.clone())
+    };
+    let (ta, tb) = (times(a)?, times(b)?);
+    if ta.len() != tb.len() {
+        return None;
+    }
+    let r: Vec<f64> = ta.iter().zip(&tb).map(|(x, y)| x / y).collect();
+    crate::measure::median(&r)
+}
+
+fn f(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+fn verdict(p: Option<bool>) -> &'static str {
+    match p {
+        Some(true) => "PASS",
+        Some(false) => "MISS",
+        None => "n/a",
+    }
+}
+
+fn rows<'a>(cases: &'a [Case], series: &'a [Series]) -> Vec<Row<'a>> {
+    series
+        .iter()
+        .map(|s| {
+            let case = &cases[s.case];
+            let plain = median_of(series, s.case, Tool::Plain);
+            let median = s.median();
+            let (added, ratio) = match (s.tool, median, plain) {
+                (Tool::Plain, Some(_), Some(_)) => (None, Some(1.0)),
+                (_, Some(m), Some(p)) if p > 0.0 => (Some(m - p), Some(m / p)),
+                _ => (None, None),
+            };
+            let added_ns = match (added, case.pairs) {
+                (Some(a), Some(n)) if n > 0 => Some(a * 1e9 / n as f64),
+                _ => None,
+            };
+            Row {
+                case,
+                s,
+                median,
+                min: s.min(),
+                added,
+                ratio,
+                added_ns,
+            }
+        })
+        .collect()
+}
+
+fn find<'a>(rows: &'a [Row<'a>], w: Workload, tool: Tool) -> Option<&'a Row<'a>> {
+    rows.iter()
+        .find(|r| r.case.workload == w && r.case.threads.is_none() && r.s.tool == tool)
+}
+
+fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> {
+    let mut t = Vec::new();
+    let has = |w: Workload| rows.iter().any(|r| r.case.workload == w);
+    if has(Workload::Churn) && heaptrack {
+        let ht_added = find(rows, Workload::Churn, Tool::Heaptrack)
+            .and_then(|r| r.added)
+            .filter(|&a| a > 0.0);
+        for (stack, limit) in [
+            (Stack::Dwarf, Some(CHURN_MAX_ADDED_RATIO)),
+            (Stack::Fp, None),
+        ] {
+            let m = find(rows, Workload::Churn, Tool::Heapledger(stack)).and_then(|r| r.added);
+            let value = m.zip(ht_added).map(|(m, h)| m / h);
+            t.push(Target::at_most(
+                "churn",
+                format!("heapledger {} added / heaptrack added", stack.arg()),
+                value,
+                "",
+                limit,
+            ));
+        }
+    }
+    if has(Workload::Python) && heaptrack {
+        let m = find(rows, Workload::Python, Tool::Heapledger(Stack::Dwarf)).and_then(|r| r.median);
+        let h = find(rows, Workload::Python, Tool::Heaptrack)
+            .and_then(|r| r.median)
+            .filter(|&h| h > 0.0);
+        let value = m.zip(h).map(|(m, h)| m / h);
+        t.push(Target::at_most(
+            "python",
+            "heapledger dwarf wall / heaptrack wall".into(),
+            value,
+            "",
+            Some(PYTHON_MAX_WALL_RATIO),
+        ));
+        let paired = find(rows, Workload::Python, Tool::Heaptrack).and_then(|r| {
+            paired_median(
+                series,
+                r.s.case,
+                Tool::Heapledger(Stack::Dwarf),
+                Tool::Heaptrack,
+            )
+        });
+        t.push(Target::info("python", SAME_PAIRED, paired));
+    }
+    if has(Workload::Python) {
+        let value = find(rows, Workload::Python, Tool::HeapledgerSampled)
+            .and_then(|r| r.ratio)
+            .map(|r| r - 1.0);
+        t.push(Target::at_most(
+            "python",
+            "heapledger 512K wall / plain wall - 1".into(),
+            value,
+            "",
+            Some(PYTHON_SAMPLED_MAX_OVERHEAD),
+        ));
+        let over_plain = |tool: Tool| {
+            find(rows, Workload::Python, tool)
+                .and_then(|r| paired_median(series, r.s.case, tool, Tool::Plain).map(|m| m - 1.0))
+        };
+        t.push(Target::info(
+            "python",
+            SAME_PAIRED,
+            over_plain(Tool::HeapledgerSampled),
+        ));
+        for (tool, what) in [
+            (
+                Tool::Forward,
+                "floor: a preload that only forwards, the same",
+            ),
+            (
+                Tool::Count,
+                "floor: one that counts as the lean paths do, the same",
+            ),
+        ] {
+            let floor = over_plain(tool);
+            if floor.is_some() {
+                t.push(Target::info("python", what, floor));
+            }
+        }
+    }
+    if has(Workload::Pairs) {
+        for (stack, limit) in [
+            (Stack::None, Some(PAIRS_MAX_ADDED_NS)),
+            (Stack::Dwarf, None),
+        ] {
+            let value =
+                find(rows, Workload::Pairs, Tool::Heapledger(stack)).and_then(|r| r.added_ns);
+            t.push(Target::at_most(
+                "pairs",
+                format!("heapledger {} added per malloc+free pair", stack.arg()),
+                value,
+                " ns",
+                limit,
+            ));
+        }
+    }
+    if threads.len() > 1 {
+        let checked: Vec<Option<bool>> = threads.iter().skip(1).map(|r| r.pass).collect();
+        let pass = if checked.iter().any(|p| p.is_none()) {
+            None
+        } else {
+            Some(checked.iter().all(|p| *p == Some(true)))
+        };
+        let worst = threads
+            .iter()
+            .skip(1)
+            .filter_map(|r| r.heapledger_growth.zip(r.plain_growth).map(|(m, p)| m / p))
+            .max_by(f64::total_cmp);
+        t.push(Target {
+            workload: "threads",
+            what: "heapledger added/pair growth / plain's, worst T".into(),
+            value: worst,
+            unit: "",
+            limit: Some(THREADS_GROWTH_SLACK),
+            pass,
+        });
+    }
+    t
+}
+
+fn thread_rows(cases: &[Case], series: &[Series]) -> Vec<ThreadRow> {
+    let mut out: Vec<ThreadRow> = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let (Some(threads), Some(pairs)) = (c.threads, c.pairs) else {
+            continue;
+        };
+        let plain_s = median_of(series, i, Tool::Plain);
+        let heapledger_s = median_of(series, i, Tool::Heapledger(Stack::Dwarf));
+        let per = |s: f64| s * 1e9 / pairs as f64;
+        let plain_ns = plain_s.map(per);
+        let added_ns = heapledger_s.zip(plain_s).map(|(m, p)| per(m - p));
+        let recorder_ns = median_of(series, i, Tool::Recorder)
+            .zip(plain_s)
+            .map(|(m, p)| per(m - p));
+        out.push(ThreadRow {
+            threads,
+            plain_s,
+            plain_ns,
+            heapledger_s,
+            added_ns,
+            plain_growth: None,
+            heapledger_growth: None,
+            pass: None,
+            recorder_ns,
+            recorder_growth: None,
+        });
+    }
+    let base_recorder = out.first().and_then(|r| r.recorder_ns);
+    if let Some(b) = base_recorder.filter(|&b| b > 0.0) {
+        for r in out.iter_mut() {
+            r.recorder_growth = r.recorder_ns.map(|m| m / b);
+        }
+    }
+    let base = out.first().map(|r| (r.plain_ns, r.added_ns));
+    if let Some((Some(bp), Some(bm))) = base {
+        for r in out.iter_mut() {
+            r.plain_growth = r.plain_ns.filter(|_| bp > 0.0).map(|p| p / bp);
+            r.heapledger_growth = r.added_ns.filter(|_| bm > 0.0).map(|m| m / bm);
+            r.pass = r
+                .heapledger_growth
+                .zip(r.plain_growth)
+                .map(|(m, p)| m <= p * THREADS_GROWTH_SLACK);
+        }
+    }
+    out
+}
+
+pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
+    let rows = rows(cases, series);
+    let threads = thread_rows(cases, series);
+    let targets = targets(&rows, series, meta.heaptrack.is_some(), &threads);
+    let mut s = String::new();
+
+    // Header.
+    let _ = writeln!(
+        s,
+        "heapledger-bench: {} run{} of each, interleaved; wall time of the whole run (start-up, symbolization, writing){}",
+        meta.runs,
+        if meta.runs == 1 { "" } else { "s" },
+        if meta.quick { "; --quick (workloads 10x smaller)" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "machine: {} CPUs; load average {} at start, {} at end; took {:.0} s",
+        meta.cpus, meta.load_start, meta.load_end, meta.elapsed_s
+    );
+    for n in &meta.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    let _ = writeln!(s);
+
+    // Main table.
+    let _ = writeln!(
+        s,
+        "{:<18} {:<15} {:>9} {:>9} {:>9} {:>8} {:>14}",
+        "workload", "tool", "median s", "min s", "added s", "x plain", "added ns/pair"
+    );
+    // The threads workload has its own table below.
+    let mut last = "";
+    for r in rows.iter().filter(|r| r.case.threads.is_none()) {
+        if !last.is_empty() && last != r.case.label {
+            let _ = writeln!(s);
+        }
+        last = &r.case.label;
+        if let (Some(e), true) = (&r.s.error, r.s.times.is_empty()) {
+            let _ = writeln!(
+                s,
+                "{:<18} {:<15} failed: {e}",
+                r.case.label,
+                r.s.tool.name()
+            );
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "{:<18} {:<15} {:>9} {:>9} {:>9} {:>8} {:>14}{}",
+            r.case.label,
+            r.s.tool.name(),
+            f(r.median, 3),
+            f(r.min, 3),
+            f(r.added, 3),
+            f(r.ratio, 2),
+            f(r.added_ns, 1),
+            if r.s.error.is_some() {
+                "  (failed later; partial)"
+            } else {
+                ""
+            }
+        );
+    }
+
+    // Targets.
+    if !targets.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "targets");
+        for t in &targets {
+            let value = t
+                .value
+                .map_or_else(|| "n/a".into(), |v| format!("{v:.2}{}", t.unit));
+            let (limit, v) = match t.limit {
+                Some(l) => (format!("<= {l}{}", t.unit), verdict(t.pass)),
+                None => ("(info)".into(), ""),
+            };
+            let _ = writeln!(
+                s,
+                "{:<8} {:<46} {:>10}  {:<10} {}",
+                t.workload, t.what, value, limit, v
+            );
+        }
+    }
+
+    // Threads.
+    if !threads.is_empty() {
+        let pairs: Vec<u64> = cases
+            .iter()
+            .filter(|c| c.threads.is_some())
+            .filter_map(|c| c.pairs)
+            .collect();
+        let first = pairs.first().copied().unwrap_or(0);
+        let split = if pairs.iter().all(|&p| p == first) {
+            format!("{first} churn pairs in total, split over T threads")
+        } else {
+            format!("{first} churn pairs in each of T threads (--threads-weak)")
+        };
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "threads: {split}; heapledger --stack dwarf; per pair = wall / total pairs"
+        );
+        let _ = writeln!(
+            s,
+            "{:>3} {:>9} {:>14} {:>11} {:>22} {:>12} {:>15} {:>17} {:>15}",
+            "T",
+            "plain s",
+            "plain ns/pair",
+            "heapledger s",
+            "heapledger added ns/pair",
+            "plain vs T1",
+            "heapledger vs T1",
+            "recorder ns/pair",
+            "recorder vs T1"
+        );
+        for r in &threads {
+            let _ = writeln!(
+                s,
+                "{:>3} {:>9} {:>14} {:>11} {:>22} {:>12} {:>15} {:>17} {:>15}  {}",
+                r.threads,
+                f(r.plain_s, 3),
+                f(r.plain_ns, 1),
+                f(r.heapledger_s, 3),
+                f(r.added_ns, 1),
+                f(r.plain_growth, 2),
+                f(r.heapledger_growth, 2),
+                f(r.recorder_ns, 1),
+                f(r.recorder_growth, 2),
+                if r.threads == threads[0].threads {
+                    ""
+                } else {
+                    verdict(r.pass)
+                }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "PASS where heapledger's growth <= {THREADS_GROWTH_SLACK} x plain's growth (from the first row; the factor allows for noise)"
+        );
+        let _ = writeln!(
+            s,
+            "recorder: the recorder alone (LD_PRELOAD, raw dump at exit; no `heapledger run` beside the program), for comparison; the verdict is on the whole run"
+        );
+    }
+
+    // JSON and CSV.
+    let results: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "workload": r.case.workload.name(),
+                "case": r.case.label,
+                "threads": r.case.threads,
+                "pairs": r.case.pairs,
+                "command": r.case.program.display(),
+                "tool": r.s.tool.name(),
+                "times_s": r.s.times,
+                "median_s": r.median,
+                "min_s": r.min,
+                "added_s": r.added,
+                "ratio_to_plain": r.ratio,
+                "added_ns_per_pair": r.added_ns,
+                "error": r.s.error,
+            })
+        })
+        .collect();
+    let json_targets: Vec<Value> = targets
+        .iter()
+        .map(|t| {
+            json!({
+                "workload": t.workload,
+                "what": t.what,
+                "value": t.value,
+                "unit": t.unit.trim(),
+                "limit": t.limit,
+                "verdict": t.limit.map(|_| verdict(t.pass)),
+            })
+        })
+        .collect();
+    let json_threads: Vec<Value> = threads
+        .iter()
+        .map(|r| {
+            json!({
+                "threads": r.threads,
+                "plain_median_s": r.plain_s,
+                "plain_ns_per_pair": r.plain_ns,
+                "heapledger_median_s": r.heapledger_s,
+                "heapledger_added_ns_per_pair": r.added_ns,
+                "plain_growth": r.plain_growth,
+                "heapledger_growth": r.heapledger_growth,
+                "verdict": verdict(r.pass),
+            })
+        })
+        .collect();
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let json = json!({
+        "tool": "heapledger-bench",
+        "unix_time": unix,
+        "runs": meta.runs,
+        "quick": meta.quick,
+        "cpus": meta.cpus,
+        "load_average_start": meta.load_start,
+        "load_average_end": meta.load_end,
+        "elapsed_s": meta.elapsed_s,
+        "cflags": meta.cflags,
+        "heapledger": meta.heapledger,
+        "heaptrack": meta.heaptrack,
+        "python": meta.python,
+        "notes": meta.notes,
+        "results": results,
+        "targets": json_targets,
+        "threads": json_threads,
+    });
+    let mut csv = String::from("workload,case,tool,run,seconds\n");
+    for r in &rows {
+        for (i, t) in r.s.times.iter().enumerate() {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{},{t:.6}",
+                r.case.workload.name(),
+                r.case.label,
+                r.s.tool.name(),
+                i + 1
+            );
+        }
+    }
+    // No trailing blanks (the verdict column is empty on informative lines).
+    let text = s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n") + "\n";
+    Report { text, json, csv }
+}

@@ -1,0 +1,106 @@
+//! Options from the environment, parsed once at start-up into an immutable
+//! struct (`HEAPLEDGER_OPTS=stack=dwarf,depth=256,follow=1,parent=PID,sample=BYTES,
+//! lifetimes=exact`).
+
+use core::sync::atomic::{AtomicPtr, Ordering};
+use heapledger_wire::StackMode;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub stack_mode: StackMode,
+    pub max_depth: u32,
+    pub follow: bool,
+    /// pid of the `heapledger run` process: the profiled program is its child.
+    pub parent: i32,
+    pub sample_every: u64,
+    /// How many blocks of each stack in each thread have their lifetime
+    /// measured before the stack's lifetimes are sampled
+    /// (`hooks::LIFETIME_HEAD`; unbounded with `lifetimes=exact`).
+    pub lifetime_head: u64,
+    /// Where the dump goes (`HEAPLEDGER_DIR`), read at start-up: a program
+    /// may clear its environment before it ends (`clearenv`, Python's
+    /// `os.environ.clear()`), and its profile must not go with it.
+    pub dir: Option<&'static core::ffi::CStr>,
+}
+
+pub const DEFAULT: Config = Config {
+    stack_mode: StackMode::Dwarf,
+    max_depth: 256,
+    follow: true,
+    parent: 0,
+    sample_every: 0,
+    lifetime_head: crate::hooks::LIFETIME_HEAD,
+    dir: None,
+};
+
+/// What `get` answers until `load` has run.
+static BEFORE_LOAD: Config = DEFAULT;
+
+/// Never null (the hooks read it several times per event, without a check).
+static CONFIG: AtomicPtr<Config> = AtomicPtr::new(&raw const BEFORE_LOAD as *mut Config);
+
+#[inline(always)]
+pub fn get() -> &'static Config {
+    // SAFETY: BEFORE_LOAD, or set once by `load` from a leaked Box, never
+    // freed; never written through.
+    unsafe { &*CONFIG.load(Ordering::Acquire) }
+}
+
+fn num(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &c| {
+        c.is_ascii_digit()
+            .then(|| n.saturating_mul(10).saturating_add((c - b'0') as u64))
+    })
+}
+
+pub fn parse(s: &[u8]) -> Config {
+    let mut c = DEFAULT;
+    for item in s.split(|&b| b == b',') {
+        let mut kv = item.splitn(2, |&b| b == b'=');
+        let k = kv.next().unwrap_or(&[]);
+        let v = kv.next().unwrap_or(&[]);
+        match k {
+            b"stack" => {
+                c.stack_mode = match v {
+                    b"none" => StackMode::None,
+                    b"fp" => StackMode::Fp,
+                    _ => StackMode::Dwarf,
+                }
+            }
+            b"depth" => c.max_depth = num(v).map_or(c.max_depth, |n| n.clamp(1, 4096) as u32),
+            b"follow" => c.follow = v != b"0",
+            b"parent" => c.parent = num(v).unwrap_or(0) as i32,
+            b"sample" => c.sample_every = num(v).unwrap_or(0),
+            b"lifetimes" if v == b"exact" => c.lifetime_head = u64::MAX,
+            _ => {}
+        }
+    }
+    c
+}
+
+pub fn load() {
+    // SAFETY: getenv with a NUL-terminated name; it does not allocate.
+    let p = unsafe { libc::getenv(c"HEAPLEDGER_OPTS".as_ptr()) };
+    let mut c = if p.is_null() {
+        DEFAULT
+    } else {
+        // SAFETY: getenv returns a NUL-terminated string.
+        parse(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
+    };
+    // SAFETY: as above.
+    let d = unsafe { libc::getenv(c"HEAPLEDGER_DIR".as_ptr()) };
+    if !d.is_null() {
+        // SAFETY: getenv returns a NUL-terminated string; the copy lives
+        // for the process's life, like the config.
+        let copy: &'static core::ffi::CStr =
+            alloc::boxed::Box::leak(unsafe { core::ffi::CStr::from_ptr(d) }.into());
+        c.dir = Some(copy);
+    }
+    CONFIG.store(
+        alloc::boxed::Box::into_raw(alloc::boxed::Box::new(c)),
+        Ordering::Release,
+    );
+}

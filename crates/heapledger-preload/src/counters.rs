@@ -1,0 +1,409 @@
+//! Per-thread counters, keyed by stack, merged when the thread ends or the
+//! profile is written.
+//!
+//! Each thread owns its maps, so an event touches no memory shared with other
+//! threads, except for the two "sloppy" shared counters below, which a thread
+//! updates only when its own pending part could change a maximum or exceeds a
+//! slack. For one thread this is exact; with several, a maximum can be missed
+//! by at most the other threads' pending parts (`SLACK` bytes each).
+
+use crate::stacks::{self, StackId};
+use crate::sync::{add_i64, max_u64};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use heapledger_wire::{StackCounters, Totals};
+
+pub const SLACK: i64 = 64 * 1024;
+
+/// Requested bytes alive, flushed part.
+pub static ALIVE: AtomicI64 = AtomicI64::new(0);
+pub static PEAK: AtomicU64 = AtomicU64::new(0);
+pub static PEAK_TICKS: AtomicU64 = AtomicU64::new(0);
+/// The peak when PEAK_TICKS was last read from the clock for it.
+static PEAK_TIMED: AtomicU64 = AtomicU64::new(0);
+/// The peak's time is that of the moment memory first came within
+/// 1/PEAK_TIME_STEP of the peak (exact when an event that set the peak
+/// read the clock anyway).
+const PEAK_TIME_STEP: u64 = 1024;
+/// The epoch of the global peak is the peak itself: it only grows, and
+/// moves exactly when the peak does. Stacks snapshot their bytes alive
+/// lazily when they first see a new epoch (MALT's O(1) scheme).
+#[inline(always)]
+pub fn epoch() -> u64 {
+    PEAK.load(Ordering::Relaxed)
+}
+
+#[derive(Clone, Copy, Default)]
+pub struct PerStack {
+    pub t: Totals,
+    /// This thread's part of the stack's bytes alive.
+    pub alive: i64,
+    /// Part of `alive` already added to the stack's shared counter.
+    pub flushed: i64,
+    pub at_peak: i64,
+    pub epoch: u64,
+    /// The stack's shared entry (`stacks::entry`), kept at hand: set when
+    /// the thread first meets the stack (`StackMap::get`).
+    pub shared: Option<&'static stacks::StackEntry>,
+}
+
+impl PerStack {
+    /// Snapshot for the global peak, before the first change in a new epoch.
+    #[inline(always)]
+    fn touch(&mut self) {
+        let e = epoch();
+        if self.epoch != e {
+            self.at_peak = self.alive;
+            self.epoch = e;
+        }
+    }
+
+    /// This entry's bytes at the last global peak (given the final epoch).
+    pub fn at_peak_final(&self, epoch: u64) -> i64 {
+        if self.epoch == epoch {
+            self.at_peak
+        } else {
+            self.alive
+        }
+    }
+
+    #[inline(always)]
+    pub fn add_alive(&mut self, id: StackId, delta: i64) {
+        self.touch();
+        self.alive += delta;
+        let pending = self.alive - self.flushed;
+        let e = match self.shared {
+            Some(e) => e,
+            None => stacks::entry(id),
+        };
+        if delta > 0 {
+            let cand = e.alive.load(Ordering::Relaxed) + pending;
+            if cand > e.max_alive.load(Ordering::Relaxed) as i64 {
+                let now = add_i64(&e.alive, pending);
+                self.flushed = self.alive;
+                max_u64(&e.max_alive, now.max(0) as u64);
+            }
+        } else if pending < -SLACK {
+            add_i64(&e.alive, pending);
+            self.flushed = self.alive;
+        }
+    }
+
+    /// Merges another thread's entry (a thread that ended) into this one, as
+    /// if this entry were touched now.
+    pub fn absorb(&mut self, o: &PerStack, epoch_now: u64) {
+        if self.epoch != epoch_now {
+            self.at_peak = self.alive;
+            self.epoch = epoch_now;
+        }
+        self.at_peak += o.at_peak_final(epoch_now);
+        self.alive += o.alive;
+        self.flushed += o.flushed;
+        self.t.merge(&o.t);
+    }
+
+    pub fn wire_counters(&self, id: StackId, epoch: u64) -> StackCounters {
+        let e = stacks::entry(id);
+        let mut totals = self.t;
+        // Timed blocks stand for the stack's blocks (`hooks::LIFETIME_HEAD`):
+        // every freed block has a lifetime, and their sum is the timed
+        // ones' weighted mean times their number.
+        let lt = &mut totals.lifetime;
+        if lt.count != 0 && lt.count != totals.free.count {
+            lt.sum = (lt.sum as u128 * totals.free.count as u128 / lt.count as u128)
+                .min(u64::MAX as u128) as u64;
+            lt.count = totals.free.count;
+        }
+        StackCounters {
+            totals,
+            alive: self.alive,
+            max_alive: e.max_alive.load(Ordering::Relaxed),
+            at_peak: self.at_peak_final(epoch),
+        }
+    }
+}
+
+/// Called with a thread's pending change of requested bytes alive.
+#[inline(always)]
+pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
+    *pending += delta;
+    if delta > 0 {
+        let cand = ALIVE.load(Ordering::Relaxed) + *pending;
+        if cand > PEAK.load(Ordering::Relaxed) as i64 {
+            let v = add_i64(&ALIVE, *pending);
+            *pending = 0;
+            if v > max_u64(&PEAK, v.max(0) as u64) as i64 {
+                if now != 0 {
+                    PEAK_TICKS.store(now, Ordering::Relaxed);
+                } else if v as u64
+                    >= PEAK_TIMED.load(Ordering::Relaxed)
+                        + PEAK_TIMED.load(Ordering::Relaxed) / PEAK_TIME_STEP
+                {
+                    // An event that read no clock (most do not: see
+                    // `hooks::LIFETIME_HEAD`) reads it for a new peak only
+                    // when the peak has grown by 1/PEAK_TIME_STEP since the
+                    // last reading: not once per allocation while memory
+                    // grows.
+                    PEAK_TIMED.store(v as u64, Ordering::Relaxed);
+                    PEAK_TICKS.store(crate::hooks::ticks(), Ordering::Relaxed);
+                }
+            }
+        }
+    } else if *pending < -SLACK {
+        add_i64(&ALIVE, *pending);
+        *pending = 0;
+    }
+}
+
+/// Stack id -> counters: an open-addressing index of (id, position) pairs
+/// over counters kept densely in order of first use. A stack costs its
+/// counters (224 bytes) and two to four 8-byte index slots; the counters
+/// sat in the hash slots themselves before, two to four times over (a
+/// program with a million distinct stacks: 947 MB -> 500 MB).
+pub struct StackMap {
+    /// (id + 1, position in `vals`); id 0 marks an empty slot.
+    slots: Vec<(u32, u32)>,
+    vals: Vec<PerStack>,
+    ids: Vec<StackId>,
+    /// Ids looked up lately, plus one, with their positions, direct-mapped
+    /// on the id: a loop's few stacks take turns (Python making a string
+    /// allocates from three), and one compare here finds each of them
+    /// (callgrind, Python building strings: a malloc's `get` took 23
+    /// instructions on average when only the last id was kept, 11 now).
+    recent: [(u32, u32); RECENT],
+}
+
+const RECENT: usize = 16;
+
+impl StackMap {
+    /// An empty map, which allocates nothing until its first stack: a
+    /// thread that never records, or one whose state is retired, keeps no
+    /// table (states are never freed; see `thread::for_each_state`).
+    pub fn new() -> Self {
+        StackMap {
+            slots: Vec::new(),
+            vals: Vec::new(),
+            ids: Vec::new(),
+            recent: [(0, 0); RECENT],
+        }
+    }
+
+    #[inline(always)]
+    pub fn get(&mut self, id: StackId) -> &mut PerStack {
+        let key = id + 1;
+        let r = id as usize % RECENT;
+        let (k, at) = self.recent[r];
+        if k == key {
+            // SAFETY: `recent` holds only positions of `vals`, which never
+            // shrinks; key 0 (never an id's) marks an empty entry.
+            return unsafe { self.vals.get_unchecked_mut(at as usize) };
+        }
+        if self.slots.is_empty() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
+        loop {
+            let (k, at) = self.slots[i];
+            if k == key {
+                self.recent[r] = (key, at);
+                return &mut self.vals[at as usize];
+            }
+            if k == 0 {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        self.insert(id, i)
+    }
+
+    /// Adds `id`, whose probe ended at the empty slot `i`.
+    #[cold]
+    fn insert(&mut self, id: StackId, i: usize) -> &mut PerStack {
+        if (self.vals.len() + 1) * 2 > self.slots.len() {
+            self.grow();
+            return self.get(id);
+        }
+        let at = self.vals.len() as u32;
+        self.slots[i] = (id + 1, at);
+        self.vals.push(PerStack {
+            shared: Some(stacks::entry(id)),
+            ..PerStack::default()
+        });
+        self.ids.push(id);
+        self.recent[id as usize % RECENT] = (id + 1, at);
+        &mut self.vals[at as usize]
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let cap = (self.slots.len() * 2).max(64);
+        self.slots = alloc::vec![(0, 0); cap];
+        let mask = cap - 1;
+        for (at, &id) in self.ids.iter().enumerate() {
+            let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
+            while self.slots[i].0 != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = (id + 1, at as u32);
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (StackId, &PerStack)> {
+        self.ids.iter().copied().zip(self.vals.iter())
+    }
+}
+
+/// Counts of requested sizes: sizes up to 4 KiB in a direct array (the
+/// common case, one add), larger ones in a bounded hash table. The array is
+/// in pages of `SIZE_PAGE` sizes, each allocated on its first count: a
+/// thread whose requests take a few sizes keeps a page or two (512 bytes
+/// each) instead of the whole 32 KiB.
+pub struct SizeHistogram {
+    pages: Vec<Option<alloc::boxed::Box<[u64; SIZE_PAGE]>>>,
+    pub large: Histogram,
+}
+
+const SMALL_SIZES: usize = 4097;
+const SIZE_PAGE: usize = 64;
+const SIZE_PAGES: usize = SMALL_SIZES.div_ceil(SIZE_PAGE);
+
+impl SizeHistogram {
+    pub fn new() -> Self {
+        SizeHistogram {
+            pages: Vec::new(),
+            large: Histogram::new(),
+        }
+    }
+
+    #[inline(always)]
+    pub fn add(&mut self, size: u64, n: u64) {
+        if (size as usize) < SMALL_SIZES {
+            let size = size as usize;
+            match self.pages.get_mut(size / SIZE_PAGE) {
+                Some(Some(page)) => page[size % SIZE_PAGE] += n,
+                _ => self.add_paged(size, n),
+            }
+        } else {
+            self.large.add((size, 0), n);
+        }
+    }
+
+    /// `add` of a size whose page is not there yet.
+    #[cold]
+    #[inline(never)]
+    fn add_paged(&mut self, size: usize, n: u64) {
+        if self.pages.is_empty() {
+            self.pages.resize_with(SIZE_PAGES, || None);
+        }
+        let page = self.pages[size / SIZE_PAGE]
+            .get_or_insert_with(|| alloc::boxed::Box::new([0; SIZE_PAGE]));
+        page[size % SIZE_PAGE] += n;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.pages
+            .iter()
+            .enumerate()
+            .filter_map(|(p, page)| Some((p, page.as_ref()?)))
+            .flat_map(|(p, page)| {
+                page.iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c != 0)
+                    .map(move |(i, c)| ((p * SIZE_PAGE + i) as u64, *c))
+            })
+            .chain(self.large.iter().map(|((s, _), c)| (s, c)))
+    }
+
+    pub fn absorb(&mut self, o: &SizeHistogram) {
+        for (s, c) in o.iter() {
+            self.add(s, c);
+        }
+        self.large.dropped += o.large.dropped;
+    }
+}
+
+/// Open addressing from a u64 key (or a pair folded into one slot) to a
+/// count, bounded: once full, new keys are only counted as dropped.
+pub struct Histogram {
+    keys: Vec<(u64, u64)>,
+    counts: Vec<u64>,
+    len: usize,
+    pub dropped: u64,
+}
+
+const HIST_MAX: usize = 1 << 16;
+
+impl Histogram {
+    /// An empty histogram, which allocates nothing until its first key (as
+    /// `StackMap::new`).
+    pub fn new() -> Self {
+        Histogram {
+            keys: Vec::new(),
+            counts: Vec::new(),
+            len: 0,
+            dropped: 0,
+        }
+    }
+
+    #[inline(always)]
+    pub fn add(&mut self, key: (u64, u64), n: u64) {
+        if self.keys.is_empty() {
+            self.grow();
+        }
+        let mask = self.keys.len() - 1;
+        let mut i = (key.0 ^ key.1.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize
+            >> 7
+            & mask;
+        loop {
+            let k = self.keys[i];
+            if k == key {
+                self.counts[i] += n;
+                return;
+            }
+            if k.0 == u64::MAX {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        if (self.len + 1) * 2 > self.keys.len() {
+            if self.keys.len() >= HIST_MAX * 2 {
+                self.dropped += n;
+                return;
+            }
+            self.grow();
+            return self.add(key, n);
+        }
+        self.keys[i] = key;
+        self.counts[i] = n;
+        self.len += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let cap = (self.keys.len() * 2).max(64);
+        let keys = core::mem::replace(&mut self.keys, alloc::vec![(u64::MAX, 0); cap]);
+        let counts = core::mem::replace(&mut self.counts, alloc::vec![0; cap]);
+        self.len = 0;
+        for (k, c) in keys.into_iter().zip(counts) {
+            if k.0 != u64::MAX {
+                self.add(k, c);
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = ((u64, u64), u64)> + '_ {
+        self.keys
+            .iter()
+            .zip(self.counts.iter())
+            .filter(|(k, _)| k.0 != u64::MAX)
+            .map(|(k, c)| (*k, *c))
+    }
+
+    pub fn absorb(&mut self, o: &Histogram) {
+        for (k, c) in o.iter() {
+            self.add(k, c);
+        }
+        self.dropped += o.dropped;
+    }
+}

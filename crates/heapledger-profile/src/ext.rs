@@ -1,0 +1,176 @@
+//! The `heapledger` key: what heapledger records that MALT's layout has no place for.
+//!
+//! It lives under one top-level key so that every MALT key keeps MALT's
+//! meaning and MALT's tools simply ignore it. It carries its own `version`:
+//! a reader refuses a newer version instead of misreading it (see
+//! [`crate::ProfileError::UnsupportedExtension`]). Adding an optional field
+//! (`#[serde(default)]`) does not need a new version; changing the meaning or
+//! type of one does.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::addr::Addr;
+use crate::strings::StringId;
+
+/// The version of [`HeapledgerExt`] this crate writes and the newest it reads.
+pub const EXT_VERSION: u32 = 1;
+
+/// How stacks were captured.
+pub mod stack_mode {
+    /// DWARF CFI unwinding (`.eh_frame`).
+    pub const DWARF: &str = "dwarf";
+    /// Frame-pointer walking.
+    pub const FP: &str = "fp";
+    /// No stacks: every allocation is charged to one empty stack.
+    pub const NONE: &str = "none";
+}
+
+/// `heapledger`: heapledger's own data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeapledgerExt {
+    /// Version of this structure ([`EXT_VERSION`]).
+    pub version: u32,
+    /// `"dwarf"`, `"fp"` or `"none"` (see [`stack_mode`]).
+    pub stack_mode: String,
+    /// Deepest stack recorded; deeper stacks are cut.
+    pub max_depth: u32,
+    /// Stacks cut at `max_depth` (their outermost frames are missing).
+    pub truncated_stacks: u64,
+    /// `true`: frees were unwound and charged to their own call site, as MALT
+    /// does. `false`: a free is charged to the stack that allocated the block
+    /// (its `free`, `lifetime` and `aliveReq` counters), with no entry of its own.
+    pub frees_unwound: bool,
+    /// Sampling: one allocation in `n` was recorded; `None`: all were.
+    #[serde(default)]
+    pub sample_every: Option<u64>,
+    /// Lifetimes: each stack's first `n` blocks in each thread were timed,
+    /// then one in 16 at random, standing for 16 (counts exact, sums
+    /// estimated, minimum and maximum those of the timed blocks); `None`:
+    /// every block was timed.
+    #[serde(default)]
+    pub lifetimes_sampled_after: Option<u64>,
+    /// Bytes the recorder itself used in the profiled process, at its end.
+    pub internal_memory: u64,
+    /// The most bytes it used at once (threads alive at the same time, a
+    /// table while it was rehashed); 0 in files before heapledger recorded it.
+    #[serde(default)]
+    pub internal_memory_peak: u64,
+    /// Peak of requested (live) bytes over the run: the exact maximum, not a
+    /// timeline bucket's.
+    #[serde(default)]
+    pub peak_requested: u64,
+    /// When `peak_requested` was reached, in ticks since the start of the run
+    /// (the unit of `run.runtime`; see `globals.ticksPerSecond`).
+    #[serde(default)]
+    pub peak_time: u64,
+    /// Process id of the profiled process.
+    pub pid: u32,
+    /// Its parent's process id.
+    pub ppid: u32,
+    /// How it ended.
+    pub exit: ExitInfo,
+    /// The executable and libraries loaded, with build ids, so that addresses
+    /// can be symbolized again later (elsewhere, with debug files).
+    #[serde(default)]
+    pub modules: Vec<ModuleInfo>,
+    /// Inlining: for an address whose innermost frame (in `sites.instr`) was
+    /// inlined, the frames it was inlined into, innermost first, excluding
+    /// that innermost frame. Names are indexes into `sites.strings`.
+    #[serde(default)]
+    pub inlined: IndexMap<Addr, Vec<InlineFrame>>,
+    /// Indexes into the top-level `leaks` of the leaks that belong to the C/C++
+    /// runtime itself (loader, libc's atexit list and thread caches,
+    /// libstdc++'s emergency pool...), not to the program. Sorted ascending.
+    /// See [`crate::runtime`] for how they are recognised.
+    #[serde(default)]
+    pub runtime_leaks: Vec<usize>,
+    /// Allocator calls the recorder forwarded without recording them (a hook
+    /// re-entered from inside the recorder, e.g. by a signal handler).
+    #[serde(default)]
+    pub unrecorded_events: u64,
+    /// Frees of blocks the recorder never saw allocated.
+    #[serde(default)]
+    pub unknown_frees: u64,
+    /// Allocator functions the program did not call through heapledger: the
+    /// executable defines them itself (an allocator linked into it), and
+    /// the dynamic linker finds its definitions first. Their calls are
+    /// missing from the profile. None when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhooked: Option<Unhooked>,
+}
+
+/// See [`HeapledgerExt::unhooked`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unhooked {
+    /// Their names (`malloc`, `free`...).
+    pub functions: Vec<String>,
+    /// The file that defines them.
+    pub by: String,
+}
+
+impl HeapledgerExt {
+    /// A current-version extension with everything else zero or empty.
+    pub fn new(stack_mode: impl Into<String>, max_depth: u32) -> HeapledgerExt {
+        HeapledgerExt {
+            version: EXT_VERSION,
+            stack_mode: stack_mode.into(),
+            max_depth,
+            truncated_stacks: 0,
+            frees_unwound: false,
+            sample_every: None,
+            lifetimes_sampled_after: None,
+            internal_memory: 0,
+            internal_memory_peak: 0,
+            peak_requested: 0,
+            peak_time: 0,
+            pid: 0,
+            ppid: 0,
+            exit: ExitInfo::default(),
+            modules: Vec::new(),
+            inlined: IndexMap::new(),
+            runtime_leaks: Vec::new(),
+            unrecorded_events: 0,
+            unknown_frees: 0,
+            unhooked: None,
+        }
+    }
+}
+
+/// How the process ended: an exit code, or the signal that killed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExitInfo {
+    /// Exit status when it exited.
+    pub code: Option<i32>,
+    /// Signal number when a signal ended it.
+    pub signal: Option<i32>,
+}
+
+/// One loaded module (executable or shared library).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleInfo {
+    /// Path as the loader saw it.
+    pub path: String,
+    /// GNU build id, lowercase hex, when the file has one.
+    pub build_id: Option<String>,
+    /// First address of its executable mapping.
+    pub lower: Addr,
+    /// End of its executable mapping (exclusive).
+    pub upper: Addr,
+    /// File offset that `lower` maps.
+    pub file_offset: Addr,
+}
+
+/// One frame of an inline chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InlineFrame {
+    /// Function name (index into `sites.strings`).
+    pub function: StringId,
+    /// Source file (index into `sites.strings`).
+    pub file: StringId,
+    /// Source line, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}

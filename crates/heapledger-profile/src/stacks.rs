@@ -1,0 +1,206 @@
+//! `stacks` and `leaks`: per-stack counters and the blocks alive at exit.
+//!
+//! A stack is a list of [`Addr`], innermost (leaf) first. MALT keeps one
+//! [`StackStat`] per distinct stack; a free call site gets its own entry when
+//! frees are unwound (MALT does), while heapledger by default charges a free to
+//! the stack that allocated the block (see `HeapledgerExt::frees_unwound`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::Addr;
+
+/// `stacks`: every stack with its counters.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Stacks {
+    /// One entry per distinct stack.
+    pub stats: Vec<StackStat>,
+    /// The number of entries in `stats`, as MALT writes it.
+    pub count: u64,
+}
+
+impl Stacks {
+    /// Appends a stack and keeps `count` in step.
+    pub fn push(&mut self, stat: StackStat) {
+        self.stats.push(stat);
+        self.count = self.stats.len() as u64;
+    }
+
+    /// Iterates over the stacks.
+    pub fn iter(&self) -> std::slice::Iter<'_, StackStat> {
+        self.stats.iter()
+    }
+
+    /// The stacks that allocated at least once (free-only entries skipped).
+    pub fn allocating(&self) -> impl Iterator<Item = &StackStat> + '_ {
+        self.stats.iter().filter(|s| s.infos.alloc.count > 0)
+    }
+
+    /// How many stacks there are.
+    pub fn len(&self) -> usize {
+        self.stats.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.stats.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a Stacks {
+    type Item = &'a StackStat;
+    type IntoIter = std::slice::Iter<'a, StackStat>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.stats.iter()
+    }
+}
+
+/// One stack and its counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackStat {
+    /// Frames, innermost first; each a return address minus one.
+    pub stack: Vec<Addr>,
+    /// Any key unique within the file (MALT writes an address).
+    pub stack_id: String,
+    /// The counters.
+    pub infos: StackInfos,
+}
+
+impl StackStat {
+    /// A stack with the given id and counters.
+    pub fn new(stack_id: impl Into<String>, stack: Vec<Addr>, infos: StackInfos) -> StackStat {
+        StackStat {
+            stack,
+            stack_id: stack_id.into(),
+            infos,
+        }
+    }
+
+    /// The innermost frame: the code that called the allocator.
+    pub fn leaf(&self) -> Option<Addr> {
+        self.stack.first().copied()
+    }
+}
+
+/// `stacks.stats[].infos`: what happened at one stack.
+///
+/// Signed fields are `ssize_t` in MALT and may be written negative.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackInfos {
+    /// Allocations of 0 bytes.
+    pub count_zeros: i64,
+    /// Most bytes this stack held alive at once.
+    pub max_alive_req: i64,
+    /// Bytes this stack still held at exit.
+    pub alive_req: i64,
+    /// Allocations (sizes in bytes).
+    pub alloc: MinMaxSum,
+    /// Frees (sizes in bytes).
+    pub free: MinMaxSum,
+    /// `mmap` calls (sizes in bytes).
+    pub mmap: MinMaxSum,
+    /// `munmap` calls (sizes in bytes).
+    pub munmap: MinMaxSum,
+    /// Lifetimes of the blocks freed, in ticks.
+    pub lifetime: MinMaxSum,
+    /// Bytes this stack held when the whole process reached its peak.
+    pub global_peak: i64,
+    /// `realloc` calls.
+    pub realloc_count: u64,
+    /// Sum of `new - old` sizes over `realloc` calls (`size_t` in MALT).
+    pub realloc_sum_delta: i64,
+}
+
+/// `{count, min, max, sum}` of a series of values; all 0 when empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MinMaxSum {
+    /// How many values.
+    pub count: u64,
+    /// The smallest (0 when `count` is 0).
+    pub min: u64,
+    /// The largest.
+    pub max: u64,
+    /// The sum (saturating).
+    pub sum: u64,
+}
+
+impl MinMaxSum {
+    /// Adds one value.
+    pub fn add(&mut self, value: u64) {
+        if self.count == 0 {
+            self.min = value;
+            self.max = value;
+        } else {
+            self.min = self.min.min(value);
+            self.max = self.max.max(value);
+        }
+        self.count += 1;
+        self.sum = self.sum.saturating_add(value);
+    }
+
+    /// Merges another series into this one.
+    pub fn merge(&mut self, other: &MinMaxSum) {
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = *other;
+            return;
+        }
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.count = self.count.saturating_add(other.count);
+        self.sum = self.sum.saturating_add(other.sum);
+    }
+}
+
+/// `leaks[]`: blocks still allocated at exit that share one stack.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Leak {
+    /// Where they were allocated, innermost first.
+    pub stack: Vec<Addr>,
+    /// How many blocks.
+    pub count: u64,
+    /// Their total size in bytes.
+    pub memory: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_max_sum_follows_malt() {
+        let mut m = MinMaxSum::default();
+        assert_eq!((m.min, m.max), (0, 0));
+        m.add(64);
+        m.add(32);
+        m.add(128);
+        assert_eq!(
+            m,
+            MinMaxSum {
+                count: 3,
+                min: 32,
+                max: 128,
+                sum: 224
+            }
+        );
+        let mut n = MinMaxSum::default();
+        n.merge(&m);
+        n.merge(&MinMaxSum::default());
+        assert_eq!(n, m);
+    }
+
+    #[test]
+    fn push_keeps_count() {
+        let mut s = Stacks::default();
+        s.push(StackStat::new(
+            "0x1",
+            vec![Addr::native(1)],
+            StackInfos::default(),
+        ));
+        assert_eq!(s.count, 1);
+        assert_eq!(s.stats[0].leaf(), Some(Addr::native(1)));
+    }
+}

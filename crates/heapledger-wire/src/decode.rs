@@ -1,0 +1,455 @@
+//! Reading a dump back, in the CLI process.
+
+use crate::*;
+use std::fmt;
+
+/// Everything a dump holds, decoded.
+#[derive(Clone, Debug, Default)]
+pub struct Dump {
+    pub version: u64,
+    pub pid: u32,
+    pub ppid: u32,
+    pub stack_mode: Option<StackMode>,
+    pub max_depth: u32,
+    pub sample_every: u64,
+    /// Blocks of each stack in each thread timed one by one before its
+    /// lifetimes are sampled (u64::MAX: every block timed).
+    pub lifetime_head: u64,
+    pub ticks_per_second: u64,
+    pub start_ticks: u64,
+    pub end_ticks: u64,
+    pub start_unix_ns: u64,
+    pub exe: String,
+    pub cmdline: Vec<String>,
+    pub modules: Vec<ModuleRec>,
+    pub maps: String,
+    pub stacks: Vec<StackRec>,
+    pub threads: Vec<ThreadRec>,
+    pub sizes: Vec<(u64, u64)>,
+    pub realloc_jumps: Vec<(u64, u64, u64)>,
+    pub leaks: Vec<LeakRec>,
+    pub globals: Globals,
+    /// Allocator functions the program resolved outside heapledger (see
+    /// [`Tag::Unhooked`]), and the object that defines them ("" for the
+    /// executable).
+    pub unhooked: Vec<String>,
+    pub unhooked_by: String,
+}
+
+/// One executable mapping of a module the process had loaded at some point.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModuleRec {
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    pub path: String,
+    pub build_id: Vec<u8>,
+}
+
+/// A distinct stack with its counters.
+#[derive(Clone, Debug, Default)]
+pub struct StackRec {
+    pub id: u64,
+    /// Return addresses, leaf first (the first is the return address into the
+    /// function that called the allocator).
+    pub frames: Vec<u64>,
+    /// How many of the last frames are the previous stack's last frames
+    /// (the dump stores them once): every distinct frame of a dump is among
+    /// the others, `frames[..frames.len() - shared]` of each stack.
+    pub shared: usize,
+    pub counters: StackCounters,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ThreadRec {
+    pub number: u64,
+    /// 0 for one thread; for a row of ended threads merged
+    /// ([`Tag::EndedThreads`]), how many it stands for.
+    pub merged: u64,
+    pub mem_ops: u64,
+    /// (count, sum, ticks) per [`AllocFn`].
+    pub stats: [(u64, u64, u64); AllocFn::COUNT],
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct LeakRec {
+    pub stack: u64,
+    pub count: u64,
+    pub bytes: u64,
+}
+
+/// Why a dump could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    NotADump,
+    Truncated,
+    UnsupportedVersion(u64),
+    BadRecord { tag: u8, offset: usize },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::NotADump => write!(f, "not a heapledger dump"),
+            DecodeError::Truncated => {
+                write!(f, "dump is truncated (the process died while writing it)")
+            }
+            DecodeError::UnsupportedVersion(v) => write!(
+                f,
+                "dump format version {v} is not supported (expected {VERSION})"
+            ),
+            DecodeError::BadRecord { tag, offset } => {
+                write!(f, "bad record (tag {tag}) at byte {offset}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let b = *self.buf.get(self.pos).ok_or(DecodeError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+    fn u(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            if shift < 64 {
+                v |= ((b & 0x7f) as u64) << shift;
+            }
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::BadRecord {
+            tag: 0,
+            offset: self.pos,
+        })
+    }
+    fn i(&mut self) -> Result<i64, DecodeError> {
+        let z = self.u()?;
+        Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u()? as usize;
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
+        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+    fn string(&mut self) -> Result<String, DecodeError> {
+        Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
+    }
+    fn mms(&mut self) -> Result<MinMaxSum, DecodeError> {
+        Ok(MinMaxSum {
+            count: self.u()?,
+            min: self.u()?,
+            max: self.u()?,
+            sum: self.u()?,
+        })
+    }
+}
+
+/// Decodes a whole dump.
+pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
+    if buf.len() < MAGIC.len() {
+        return Err(if MAGIC.starts_with(buf) {
+            DecodeError::Truncated
+        } else {
+            DecodeError::NotADump
+        });
+    }
+    if &buf[..MAGIC.len()] != MAGIC {
+        return Err(DecodeError::NotADump);
+    }
+    let mut r = Reader {
+        buf,
+        pos: MAGIC.len(),
+    };
+    let mut d = Dump::default();
+    let mut seen_header = false;
+    loop {
+        let at = r.pos;
+        let t = r.byte()?;
+        let tag = Tag::from_u8(t).ok_or(DecodeError::BadRecord { tag: t, offset: at })?;
+        match tag {
+            Tag::Header => {
+                d.version = r.u()?;
+                if d.version != VERSION {
+                    return Err(DecodeError::UnsupportedVersion(d.version));
+                }
+                d.pid = r.u()? as u32;
+                d.ppid = r.u()? as u32;
+                d.stack_mode = StackMode::from_u8(r.u()? as u8);
+                d.max_depth = r.u()? as u32;
+                d.sample_every = r.u()?;
+                d.lifetime_head = r.u()?;
+                d.ticks_per_second = r.u()?;
+                d.start_ticks = r.u()?;
+                d.end_ticks = r.u()?;
+                d.start_unix_ns = r.u()?;
+                d.exe = r.string()?;
+                let cmd = r.bytes()?;
+                d.cmdline = cmd
+                    .split(|&b| b == 0)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect();
+                seen_header = true;
+            }
+            Tag::Module => d.modules.push(ModuleRec {
+                start: r.u()?,
+                end: r.u()?,
+                file_offset: r.u()?,
+                path: r.string()?,
+                build_id: r.bytes()?.to_vec(),
+            }),
+            Tag::Maps => d.maps = r.string()?,
+            Tag::Stack => {
+                let id = r.u()?;
+                let n = r.u()? as usize;
+                let shared = r.u()? as usize;
+                let prev: &[u64] = d.stacks.last().map_or(&[], |s| &s.frames);
+                if shared > n || shared > prev.len() {
+                    return Err(DecodeError::BadRecord { tag: t, offset: at });
+                }
+                let mut frames = Vec::with_capacity(n.min(4096));
+                let mut last = prev.first().copied().unwrap_or(0);
+                for _ in 0..n - shared {
+                    last = last.wrapping_add(r.i()? as u64);
+                    frames.push(last);
+                }
+                frames.extend_from_slice(&prev[prev.len() - shared..]);
+                d.stacks.push(StackRec {
+                    id,
+                    frames,
+                    shared,
+                    counters: StackCounters::default(),
+                });
+            }
+            Tag::StackStats => {
+                let id = r.u()?;
+                let totals = Totals {
+                    alloc: r.mms()?,
+                    free: r.mms()?,
+                    lifetime: r.mms()?,
+                    mmap: r.mms()?,
+                    munmap: r.mms()?,
+                    zeros: r.u()?,
+                    realloc_count: r.u()?,
+                    realloc_delta: r.i()?,
+                };
+                let c = StackCounters {
+                    totals,
+                    alive: r.i()?,
+                    max_alive: r.u()?,
+                    at_peak: r.i()?,
+                };
+                // Stats follow their stack record; find it from the end.
+                match d.stacks.iter_mut().rev().find(|s| s.id == id) {
+                    Some(s) => s.counters = c,
+                    None => return Err(DecodeError::BadRecord { tag: t, offset: at }),
+                }
+            }
+            Tag::Thread | Tag::EndedThreads => {
+                let (number, merged) = match tag {
+                    Tag::Thread => (r.u()?, 0),
+                    _ => (u64::MAX, r.u()?),
+                };
+                let mut th = ThreadRec {
+                    number,
+                    merged,
+                    mem_ops: r.u()?,
+                    ..Default::default()
+                };
+                for s in th.stats.iter_mut() {
+                    *s = (r.u()?, r.u()?, r.u()?);
+                }
+                d.threads.push(th);
+            }
+            Tag::Size => d.sizes.push((r.u()?, r.u()?)),
+            Tag::ReallocJump => d.realloc_jumps.push((r.u()?, r.u()?, r.u()?)),
+            Tag::Leak => d.leaks.push(LeakRec {
+                stack: r.u()?,
+                count: r.u()?,
+                bytes: r.u()?,
+            }),
+            Tag::Globals => {
+                d.globals = Globals {
+                    peak_requested: r.u()?,
+                    peak_ticks: r.u()?,
+                    alive_requested: r.u()?,
+                    internal_memory: r.u()?,
+                    max_threads: r.u()?,
+                    truncated_stacks: r.u()?,
+                    unrecorded_events: r.u()?,
+                    unknown_frees: r.u()?,
+                    dropped_histogram_entries: r.u()?,
+                    internal_peak: r.u()?,
+                }
+            }
+            Tag::Unhooked => {
+                d.unhooked = r
+                    .bytes()?
+                    .split(|&b| b == 0)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect();
+                d.unhooked_by = r.string()?;
+            }
+            Tag::End => {
+                if !seen_header {
+                    return Err(DecodeError::NotADump);
+                }
+                return Ok(d);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct VecSink(Vec<u8>);
+    impl Sink for VecSink {
+        fn put(&mut self, b: &[u8]) {
+            self.0.extend_from_slice(b);
+        }
+    }
+
+    /// An encoder with a header written (pid 42, dwarf stacks).
+    fn with_header() -> Encoder<VecSink> {
+        let mut e = Encoder::new(VecSink(Vec::new()));
+        e.tag(Tag::Header);
+        for v in [VERSION, 42, 1, 2, 128, 0, 64, 1000, 5, 9, 77] {
+            e.u(v);
+        }
+        e.bytes(b"/bin/prog");
+        e.bytes(b"prog\0-x\0");
+        e
+    }
+
+    fn sample() -> Vec<u8> {
+        let mut e = with_header();
+        e.stack(3, &[0x401000, u64::MAX], &[]);
+        // Shares its two outer frames with the one before.
+        e.stack(
+            4,
+            &[0x7f00_0000_1000, 0x400000, 0x401000, u64::MAX],
+            &[0x401000, u64::MAX],
+        );
+        // Shares nothing.
+        e.stack(5, &[1], &[0x7f00_0000_1000, 0x400000, 0x401000, u64::MAX]);
+        // Shares all of the one before.
+        e.stack(6, &[2, 1], &[1]);
+        let mut c = StackCounters::default();
+        c.totals.alloc.add(10);
+        c.totals.realloc_delta = -5;
+        c.alive = -7;
+        e.stack_counters(3, &c);
+        // Thread 7 (3 mem ops, one malloc of 40 bytes), then 1000 ended
+        // threads merged (2000 mem ops, 1000 frees).
+        for (tag, first, ops) in [(Tag::Thread, 7, 3), (Tag::EndedThreads, 1000, 2000)] {
+            e.tag(tag);
+            e.u(first);
+            e.u(ops);
+            for f in AllocFn::ALL {
+                let s = match f {
+                    AllocFn::Malloc if ops == 3 => (1, 40, 9),
+                    AllocFn::Free if ops == 2000 => (1000, 0, 5),
+                    _ => (0, 0, 0),
+                };
+                e.u(s.0);
+                e.u(s.1);
+                e.u(s.2);
+            }
+        }
+        e.globals(&Globals {
+            peak_requested: 10,
+            ..Default::default()
+        });
+        e.tag(Tag::Unhooked);
+        e.bytes(b"malloc\0free\0");
+        e.bytes(b"");
+        e.tag(Tag::End);
+        e.sink.0
+    }
+
+    #[test]
+    fn round_trip() {
+        let d = decode(&sample()).unwrap();
+        assert_eq!(d.pid, 42);
+        assert_eq!(d.stack_mode, Some(StackMode::Dwarf));
+        assert_eq!(d.cmdline, vec!["prog", "-x"]);
+        assert_eq!(d.stacks[0].frames, vec![0x401000, u64::MAX]);
+        assert_eq!(
+            d.stacks[1].frames,
+            vec![0x7f00_0000_1000, 0x400000, 0x401000, u64::MAX]
+        );
+        assert_eq!(d.stacks[2].frames, vec![1]);
+        assert_eq!(
+            (d.stacks[3].id, &d.stacks[3].frames[..]),
+            (6, &[2u64, 1][..])
+        );
+        let shared: Vec<usize> = d.stacks.iter().map(|s| s.shared).collect();
+        assert_eq!(shared, [0, 2, 0, 1]);
+        assert_eq!(d.stacks[0].counters.totals.realloc_delta, -5);
+        assert_eq!(d.stacks[0].counters.alive, -7);
+        assert_eq!(d.stacks[0].counters.totals.alloc.sum, 10);
+        let rows: Vec<_> = d
+            .threads
+            .iter()
+            .map(|t| (t.number, t.merged, t.mem_ops))
+            .collect();
+        assert_eq!(rows, [(7, 0, 3), (u64::MAX, 1000, 2000)]);
+        assert_eq!(d.threads[0].stats[AllocFn::Malloc as usize], (1, 40, 9));
+        assert_eq!(d.threads[1].stats[AllocFn::Free as usize], (1000, 0, 5));
+        assert_eq!(d.globals.peak_requested, 10);
+        assert_eq!(d.unhooked, vec!["malloc", "free"]);
+        assert_eq!(d.unhooked_by, "");
+    }
+
+    #[test]
+    fn a_stack_sharing_more_than_its_predecessor_has_is_an_error() {
+        let mut e = with_header();
+        e.stack(1, &[5, 6], &[]);
+        let good = e.sink.0;
+        // (id, frames, shared): 3 shared of its own 2 frames; 3 shared of
+        // the 2 frames the one before has.
+        for record in [[2, 2, 3], [2, 4, 3]] {
+            let mut e = Encoder {
+                sink: VecSink(good.clone()),
+            };
+            e.tag(Tag::Stack);
+            for v in record {
+                e.u(v);
+            }
+            e.tag(Tag::End);
+            assert!(
+                matches!(
+                    decode(&e.sink.0),
+                    Err(DecodeError::BadRecord { tag: 4, .. })
+                ),
+                "{record:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let full = sample();
+        for n in 0..full.len() {
+            assert!(decode(&full[..n]).is_err(), "prefix of {n} bytes accepted");
+        }
+        assert_eq!(decode(b"{\"json\": 1}").unwrap_err(), DecodeError::NotADump);
+    }
+}

@@ -1,0 +1,552 @@
+//! The raw dump: what the recorder writes when a profiled process ends, and
+//! what the `heapledger` CLI reads back to symbolize and write the profile.
+//!
+//! The recorder runs inside someone else's process, so this format is made to
+//! be cheap to write there: a magic, then a flat sequence of records, each a
+//! one-byte tag followed by LEB128 varints and length-prefixed byte strings.
+//! No JSON, no symbol names, no allocation while encoding beyond one buffer.
+//! A dump that does not end with [`Tag::End`] was cut short (the process died
+//! while writing it) and is rejected as truncated.
+//!
+//! The encoder is `no_std` (it writes into any [`Sink`]); the decoder needs `std`.
+
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "std")]
+mod decode;
+#[cfg(feature = "std")]
+pub use decode::*;
+
+/// First bytes of every dump file.
+pub const MAGIC: &[u8; 8] = b"HLEDGR\0\x01";
+
+/// Version of the record layout; bumped on any incompatible change.
+pub const VERSION: u64 = 5;
+
+/// Environment variable naming the directory where processes leave their dumps.
+pub const ENV_DIR: &str = "HEAPLEDGER_DIR";
+/// Environment variable holding the recorder's options (`key=value,...`).
+pub const ENV_OPTS: &str = "HEAPLEDGER_OPTS";
+
+/// Name of the symbol under which the recorder exports a [`StackRegistry`]:
+/// where its table of distinct stacks lies in the process, so that
+/// `heapledger run` can read new stacks while the program runs (with
+/// `process_vm_readv`) and symbolize them then, not after the program ended.
+pub const REGISTRY_SYMBOL: &str = "heapledger_stack_registry";
+
+/// First field of a [`StackRegistry`].
+pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"MTSTACKS");
+
+/// The recorder's stack table, described for a reader in another process.
+///
+/// Stack `id` is entry `id % (1 << chunk_bits)` of the chunk whose address is
+/// the 8-byte word `id >> chunk_bits` of the directory at `dir`. An entry is
+/// `entry_size` bytes; at `frames_offset` it holds the address of its frames
+/// (8-byte return addresses, leaf first) and at `len_offset` their number
+/// (4 bytes). Ids below the 4-byte count at `count` are complete: the
+/// recorder writes an entry, its frames and its chunk's address before it
+/// raises the count, and never changes them after.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackRegistry {
+    pub magic: u64,
+    pub dir: u64,
+    pub count: u64,
+    pub chunk_bits: u32,
+    pub max_chunks: u32,
+    pub entry_size: u32,
+    pub frames_offset: u32,
+    pub len_offset: u32,
+}
+
+impl StackRegistry {
+    /// Size of the exported structure: the fields above in order, native
+    /// (little-endian) layout, padded to 8 bytes.
+    pub const SIZE: usize = 48;
+
+    /// Reads a registry from its bytes; `None` if it is not one.
+    pub fn parse(b: &[u8; Self::SIZE]) -> Option<StackRegistry> {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
+        let r = StackRegistry {
+            magic: u64_at(0),
+            dir: u64_at(8),
+            count: u64_at(16),
+            chunk_bits: u32_at(24),
+            max_chunks: u32_at(28),
+            entry_size: u32_at(32),
+            frames_offset: u32_at(36),
+            len_offset: u32_at(40),
+        };
+        let sane = r.magic == REGISTRY_MAGIC
+            && r.chunk_bits < 32
+            && r.frames_offset
+                .checked_add(8)
+                .is_some_and(|e| e <= r.entry_size)
+            && r.len_offset
+                .checked_add(4)
+                .is_some_and(|e| e <= r.entry_size);
+        sane.then_some(r)
+    }
+}
+
+/// Allocation functions, in the order of MALT's per-thread `stats`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum AllocFn {
+    Malloc = 0,
+    PosixMemalign = 1,
+    AlignedAlloc = 2,
+    Memalign = 3,
+    Valloc = 4,
+    Pvalloc = 5,
+    Free = 6,
+    Calloc = 7,
+    Realloc = 8,
+}
+
+impl AllocFn {
+    pub const COUNT: usize = 9;
+    pub const ALL: [AllocFn; 9] = [
+        AllocFn::Malloc,
+        AllocFn::PosixMemalign,
+        AllocFn::AlignedAlloc,
+        AllocFn::Memalign,
+        AllocFn::Valloc,
+        AllocFn::Pvalloc,
+        AllocFn::Free,
+        AllocFn::Calloc,
+        AllocFn::Realloc,
+    ];
+
+    /// The key MALT uses for this function.
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocFn::Malloc => "malloc",
+            AllocFn::PosixMemalign => "posix_memalign",
+            AllocFn::AlignedAlloc => "aligned_alloc",
+            AllocFn::Memalign => "memalign",
+            AllocFn::Valloc => "valloc",
+            AllocFn::Pvalloc => "pvalloc",
+            AllocFn::Free => "free",
+            AllocFn::Calloc => "calloc",
+            AllocFn::Realloc => "realloc",
+        }
+    }
+}
+
+/// How stacks were captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StackMode {
+    /// No stacks: every event is charged to one empty stack.
+    None = 0,
+    /// Frame-pointer walk.
+    Fp = 1,
+    /// DWARF CFI unwinding.
+    Dwarf = 2,
+}
+
+impl StackMode {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(StackMode::None),
+            1 => Some(StackMode::Fp),
+            2 => Some(StackMode::Dwarf),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            StackMode::None => "none",
+            StackMode::Fp => "fp",
+            StackMode::Dwarf => "dwarf",
+        }
+    }
+}
+
+/// Record tags. Each record's payload is listed beside its tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Tag {
+    /// version, pid, ppid, stack mode (u8 as varint), max depth, sample_every,
+    /// lifetime head (blocks of a stack timed one by one; u64::MAX: all),
+    /// ticks per second, start ticks, end ticks, start unix ns, exe (bytes), cmdline (bytes, NUL separated)
+    Header = 1,
+    /// start, end, file offset, path (bytes), build id (bytes): one executable mapping
+    Module = 2,
+    /// the text of /proc/self/maps at the end
+    Maps = 3,
+    /// id, frame count n, shared count s, then the n - s innermost return
+    /// addresses, leaf first, each as the zigzag difference from the one
+    /// before (the first from the previous record's leaf, or 0). The s
+    /// outermost frames are the previous `Stack` record's s outermost: the
+    /// stacks of one program share most of their outer frames, and a dump
+    /// of Python's start-up is about 10 times smaller so. See
+    /// [`Encoder::stack`].
+    Stack = 4,
+    /// id, then [`STACK_COUNTERS`] varints (signed ones zigzag-encoded)
+    StackStats = 5,
+    /// thread number, mem ops, then for each [`AllocFn`]: count, sum, ticks
+    Thread = 6,
+    /// size, count
+    Size = 7,
+    /// old size, new size, count
+    ReallocJump = 8,
+    /// stack id, block count, bytes
+    Leak = 9,
+    /// see [`Globals`]
+    Globals = 10,
+    /// allocator functions the program's symbol lookup finds before
+    /// heapledger's (an allocator linked into the executable), so that its
+    /// calls of them are not seen: their names (bytes, NUL separated), then
+    /// the path of the object that defines them (bytes; empty: the
+    /// executable)
+    Unhooked = 11,
+    /// threads that ended early in a program that started many, merged
+    /// into one row: how many, then mem ops and the per-[`AllocFn`] triples
+    /// as in [`Tag::Thread`]
+    EndedThreads = 12,
+    /// end of dump
+    End = 0xff,
+}
+
+impl Tag {
+    pub fn from_u8(v: u8) -> Option<Tag> {
+        Some(match v {
+            1 => Tag::Header,
+            2 => Tag::Module,
+            3 => Tag::Maps,
+            4 => Tag::Stack,
+            5 => Tag::StackStats,
+            6 => Tag::Thread,
+            7 => Tag::Size,
+            8 => Tag::ReallocJump,
+            9 => Tag::Leak,
+            10 => Tag::Globals,
+            11 => Tag::Unhooked,
+            12 => Tag::EndedThreads,
+            0xff => Tag::End,
+            _ => return None,
+        })
+    }
+}
+
+/// The additive part of a stack's counters: each field merges by sum (or
+/// min/max), so the recorder's per-thread counters, a dead thread's, and
+/// stacks merged by the CLI all combine with [`Totals::merge`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub alloc: MinMaxSum,
+    pub free: MinMaxSum,
+    pub lifetime: MinMaxSum,
+    pub mmap: MinMaxSum,
+    pub munmap: MinMaxSum,
+    pub zeros: u64,
+    pub realloc_count: u64,
+    pub realloc_delta: i64,
+}
+
+impl Totals {
+    pub fn merge(&mut self, o: &Totals) {
+        self.alloc.merge(&o.alloc);
+        self.free.merge(&o.free);
+        self.lifetime.merge(&o.lifetime);
+        self.mmap.merge(&o.mmap);
+        self.munmap.merge(&o.munmap);
+        self.zeros += o.zeros;
+        self.realloc_count += o.realloc_count;
+        self.realloc_delta += o.realloc_delta;
+    }
+
+    /// Whether nothing was allocated, freed or mapped.
+    pub fn is_empty(&self) -> bool {
+        self.alloc.count == 0
+            && self.free.count == 0
+            && self.mmap.count == 0
+            && self.munmap.count == 0
+    }
+}
+
+/// Per-stack counters, in the order they are written after a [`Tag::StackStats`] id.
+/// `*_min` of empty series are 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackCounters {
+    pub totals: Totals,
+    /// Bytes of this stack alive at the end.
+    pub alive: i64,
+    /// Largest number of bytes of this stack alive at once.
+    pub max_alive: u64,
+    /// Bytes of this stack alive when the whole process reached its peak.
+    pub at_peak: i64,
+}
+
+/// A count with the minimum, maximum and sum of its values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MinMaxSum {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub sum: u64,
+}
+
+impl MinMaxSum {
+    #[inline]
+    pub fn add(&mut self, v: u64) {
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        if v > self.max {
+            self.max = v;
+        }
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(v);
+    }
+
+    /// Adds a value that stands for `count` values summing to `sum` (a
+    /// sample's estimate); min and max stay those of values actually seen.
+    #[inline]
+    pub fn add_weighted(&mut self, v: u64, count: u64, sum: u64) {
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        if v > self.max {
+            self.max = v;
+        }
+        self.count += count;
+        self.sum = self.sum.wrapping_add(sum);
+    }
+
+    pub fn merge(&mut self, o: &MinMaxSum) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 || o.min < self.min {
+            self.min = o.min;
+        }
+        if o.max > self.max {
+            self.max = o.max;
+        }
+        self.count += o.count;
+        self.sum = self.sum.wrapping_add(o.sum);
+    }
+}
+
+/// Process-wide numbers, written after [`Tag::Globals`] in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Globals {
+    /// Peak of requested bytes alive at once.
+    pub peak_requested: u64,
+    /// Ticks since start when the peak was reached.
+    pub peak_ticks: u64,
+    /// Requested bytes alive at the end.
+    pub alive_requested: u64,
+    /// Bytes of memory the recorder itself mapped.
+    pub internal_memory: u64,
+    /// Largest number of threads alive at once.
+    pub max_threads: u64,
+    /// Stacks cut at the depth limit.
+    pub truncated_stacks: u64,
+    /// Events that arrived while the recorder could not record them (re-entrancy,
+    /// signal handlers interrupting the recorder): forwarded, not counted.
+    pub unrecorded_events: u64,
+    /// Frees of pointers the recorder never saw allocated.
+    pub unknown_frees: u64,
+    /// Distinct sizes or realloc jumps not kept because their tables were full.
+    pub dropped_histogram_entries: u64,
+    /// The most bytes the recorder had mapped for itself at once.
+    pub internal_peak: u64,
+}
+
+/// Where encoded bytes go.
+pub trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+
+    /// Puts the first `n` bytes of `bytes` (n <= 16): a varint. A sink with
+    /// room may copy all 16 and keep `n`, a fixed-size copy rather than a
+    /// call to `memcpy` per number.
+    #[inline]
+    fn put_small(&mut self, bytes: &[u8; 16], n: usize) {
+        self.put(&bytes[..n]);
+    }
+}
+
+/// Writes records into a [`Sink`].
+pub struct Encoder<S: Sink> {
+    pub sink: S,
+}
+
+impl<S: Sink> Encoder<S> {
+    pub fn new(mut sink: S) -> Self {
+        sink.put(MAGIC);
+        Encoder { sink }
+    }
+
+    #[inline]
+    pub fn tag(&mut self, t: Tag) {
+        self.sink.put(&[t as u8]);
+    }
+
+    #[inline]
+    pub fn u(&mut self, mut v: u64) {
+        let mut buf = [0u8; 16];
+        let mut n = 0;
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                buf[n] = b;
+                n += 1;
+                break;
+            }
+            buf[n] = b | 0x80;
+            n += 1;
+        }
+        self.sink.put_small(&buf, n);
+    }
+
+    #[inline]
+    pub fn i(&mut self, v: i64) {
+        self.u(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.u(b.len() as u64);
+        self.sink.put(b);
+    }
+
+    pub fn mms(&mut self, m: &MinMaxSum) {
+        self.u(m.count);
+        self.u(m.min);
+        self.u(m.max);
+        self.u(m.sum);
+    }
+
+    /// A `Stack` record for `frames` (leaf first), written against `prev`,
+    /// the frames of the previous `Stack` record (empty for the first).
+    pub fn stack(&mut self, id: u64, frames: &[u64], prev: &[u64]) {
+        let shared = common_suffix(frames, prev);
+        self.tag(Tag::Stack);
+        self.u(id);
+        self.u(frames.len() as u64);
+        self.u(shared as u64);
+        let mut last = prev.first().copied().unwrap_or(0);
+        for &f in &frames[..frames.len() - shared] {
+            self.i(f.wrapping_sub(last) as i64);
+            last = f;
+        }
+    }
+
+    pub fn stack_counters(&mut self, id: u64, c: &StackCounters) {
+        self.tag(Tag::StackStats);
+        self.u(id);
+        self.mms(&c.totals.alloc);
+        self.mms(&c.totals.free);
+        self.mms(&c.totals.lifetime);
+        self.mms(&c.totals.mmap);
+        self.mms(&c.totals.munmap);
+        self.u(c.totals.zeros);
+        self.u(c.totals.realloc_count);
+        self.i(c.totals.realloc_delta);
+        self.i(c.alive);
+        self.u(c.max_alive);
+        self.i(c.at_peak);
+    }
+
+    pub fn globals(&mut self, g: &Globals) {
+        self.tag(Tag::Globals);
+        for v in [
+            g.peak_requested,
+            g.peak_ticks,
+            g.alive_requested,
+            g.internal_memory,
+            g.max_threads,
+            g.truncated_stacks,
+            g.unrecorded_events,
+            g.unknown_frees,
+            g.dropped_histogram_entries,
+            g.internal_peak,
+        ] {
+            self.u(v);
+        }
+    }
+}
+
+/// How many last elements `a` and `b` have in common (the outer frames two
+/// stacks share), compared eight at a time: consecutive stacks of a deep
+/// program share a hundred frames.
+fn common_suffix(a: &[u64], b: &[u64]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut shared = 0;
+    for (x, y) in a.rchunks_exact(8).zip(b.rchunks_exact(8)) {
+        if x != y {
+            break;
+        }
+        shared += 8;
+    }
+    shared
+        + a[..n - shared]
+            .iter()
+            .rev()
+            .zip(b[..n - shared].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_suffix_counts_the_shared_outer_frames() {
+        let naive = |a: &[u64], b: &[u64]| {
+            a.iter()
+                .rev()
+                .zip(b.iter().rev())
+                .take_while(|(x, y)| x == y)
+                .count()
+        };
+        let base: std::vec::Vec<u64> = (0..40).collect();
+        for la in 0..=20 {
+            for lb in 0..=20 {
+                for cut in 0..=20 {
+                    // a and b: the last `cut` of base, after their own heads.
+                    let mut a: std::vec::Vec<u64> = (100..100 + la as u64).collect();
+                    let mut b: std::vec::Vec<u64> = (200..200 + lb as u64).collect();
+                    a.extend_from_slice(&base[40 - cut..]);
+                    b.extend_from_slice(&base[40 - cut..]);
+                    assert_eq!(common_suffix(&a, &b), naive(&a, &b), "{la} {lb} {cut}");
+                    assert_eq!(common_suffix(&a, &b), cut);
+                }
+            }
+        }
+        assert_eq!(common_suffix(&[], &[1]), 0);
+        assert_eq!(common_suffix(&[1, 2, 3], &[2, 3]), 2);
+    }
+
+    fn bytes(magic: u64, entry_size: u32, frames_offset: u32) -> [u8; StackRegistry::SIZE] {
+        let mut b = [0u8; StackRegistry::SIZE];
+        b[0..8].copy_from_slice(&magic.to_le_bytes());
+        b[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
+        b[16..24].copy_from_slice(&0x2000u64.to_le_bytes());
+        b[24..28].copy_from_slice(&12u32.to_le_bytes());
+        b[28..32].copy_from_slice(&4096u32.to_le_bytes());
+        b[32..36].copy_from_slice(&entry_size.to_le_bytes());
+        b[36..40].copy_from_slice(&frames_offset.to_le_bytes());
+        b[40..44].copy_from_slice(&16u32.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_registry_parses_and_anything_else_does_not() {
+        let r = StackRegistry::parse(&bytes(REGISTRY_MAGIC, 40, 8)).unwrap();
+        assert_eq!((r.dir, r.count, r.chunk_bits), (0x1000, 0x2000, 12));
+        assert_eq!((r.max_chunks, r.entry_size), (4096, 40));
+        assert_eq!((r.frames_offset, r.len_offset), (8, 16));
+        assert_eq!(StackRegistry::parse(&bytes(0, 40, 8)), None);
+        // Fields that would lie outside an entry.
+        assert_eq!(StackRegistry::parse(&bytes(REGISTRY_MAGIC, 40, 36)), None);
+        assert_eq!(StackRegistry::parse(&bytes(REGISTRY_MAGIC, 16, 8)), None);
+    }
+}

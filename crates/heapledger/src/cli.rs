@@ -1,0 +1,414 @@
+//! Command-line parsing into plain option structs, and dispatch.
+
+use crate::run::{self, RunOptions};
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "heapledger",
+    version,
+    about = "Memory profiler for native Linux programs",
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum StackArg {
+    /// DWARF CFI unwinding: right on code built without frame pointers.
+    Dwarf,
+    /// Frame-pointer walk: fast, right only on code built with frame pointers.
+    Fp,
+    /// No stacks: counts, sizes and live blocks only.
+    None,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a program under the recorder and write its profile.
+    Run {
+        /// Where to write the profile (default: heapledger-<exe>-<pid>.json).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// How to capture stacks.
+        #[arg(long, value_enum, default_value = "dwarf")]
+        stack: StackArg,
+        /// Deepest stack recorded; deeper stacks keep their innermost frames.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        max_depth: u32,
+        /// Do not profile child processes (forks and the programs they run).
+        #[arg(long)]
+        no_follow: bool,
+        /// Sample instead of recording every allocation: on average one
+        /// sample per BYTES allocated (Poisson sampling by bytes); counts and
+        /// bytes in the profile are then estimates. BYTES may end in K, M or G
+        /// (KiB, MiB, GiB): 512K is 524288.
+        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+        sample_every: Option<u64>,
+        /// Time every block for its lifetime. By default a call stack's
+        /// first 64 blocks in each thread are timed, then one in 16 at
+        /// random, which stands for 16: lifetime counts stay exact, sums
+        /// are estimates, minima and maxima those of the timed blocks.
+        /// (`--sample-every` times every sampled block; `--stack none`
+        /// times none.)
+        #[arg(long)]
+        exact_lifetimes: bool,
+        /// Once the program has ended, how long to wait for the processes
+        /// it started that still run (they write their profile data as they
+        /// end); 0 does not wait.
+        #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = parse_seconds)]
+        wait_children: f64,
+        /// Number of rows in each table of the summary.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Print no summary.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The program and its arguments.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "PROGRAM"
+        )]
+        program: Vec<OsString>,
+    },
+    /// Print the call tree of a profile, with recursion collapsing.
+    Tree {
+        file: PathBuf,
+        /// How to collapse recursion: none, direct (a routine calling itself),
+        /// conservative (unless a routine name would be lost), full.
+        #[arg(long, default_value = "none", value_parser = parse_collapse)]
+        collapse: heapledger_analysis::calltree::CollapseMode,
+        /// What weighs each stack.
+        #[arg(long, value_enum, default_value = "bytes")]
+        metric: crate::tree::Metric,
+        /// Hide nodes under this percentage of the total (0 shows all).
+        #[arg(long, default_value_t = 1.0, value_parser = parse_percent, allow_negative_numbers = true)]
+        limit: f64,
+        /// Cut the tree below this level.
+        #[arg(long, default_value_t = 64)]
+        max_level: u32,
+        /// The callers tree (leaf functions at the roots).
+        #[arg(long)]
+        bottom_up: bool,
+        /// One routine per source line instead of per function.
+        #[arg(long)]
+        by_line: bool,
+        /// Print the tree as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a profile as a callgrind file (for KCachegrind, callgrind_annotate).
+    Callgrind {
+        file: PathBuf,
+        /// Where to write it (default: callgrind.out.<profile stem>).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Print the summary of a profile.
+    Report {
+        file: PathBuf,
+        /// Number of rows in each table.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
+}
+
+/// Parses the process's arguments and runs the command; returns the exit code.
+pub fn main() -> Result<u8> {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `heapledger` alone: the list of commands, as cargo and git
+            // print it, on stderr, and the exit code of a usage error.
+            eprint!("{}", e.render());
+            return Ok(2);
+        }
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: clap prints them to stdout.
+            let _ = e.print();
+            return Ok(0);
+        }
+        Err(e) => {
+            let mut line = usage_error_line(&e.render().to_string());
+            if !line.contains("did you mean") {
+                // clap suggests only what is near by its own measure, and
+                // offers `-- --tpo` instead where a positional argument is
+                // still to come: name the option or command meant.
+                let typed = match e.get(clap::error::ContextKind::InvalidArg) {
+                    Some(clap::error::ContextValue::String(t)) => Some(t.clone()),
+                    _ => match e.get(clap::error::ContextKind::InvalidSubcommand) {
+                        Some(clap::error::ContextValue::String(t)) => Some(t.clone()),
+                        _ => None,
+                    },
+                };
+                let sub = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+                let meant = match (e.kind(), &typed) {
+                    (clap::error::ErrorKind::UnknownArgument, Some(t)) => {
+                        sub.and_then(|sub| similar_option(&sub, t))
+                    }
+                    (clap::error::ErrorKind::InvalidSubcommand, Some(t)) => similar_command(t),
+                    _ => None,
+                };
+                if let Some(meant) = meant {
+                    line.push_str(&format!(" (did you mean '{meant}'?)"));
+                }
+            }
+            eprintln!("{line}");
+            return Ok(2);
+        }
+    };
+    match cli.command {
+        Command::Run {
+            output,
+            stack,
+            max_depth,
+            no_follow,
+            sample_every,
+            exact_lifetimes,
+            wait_children,
+            top,
+            quiet,
+            program,
+        } => {
+            let mut it = program.into_iter();
+            let program = it.next().expect("clap requires a program");
+            // clap takes an unknown option standing where the program goes
+            // as the program; a program whose name starts with `-` must come
+            // after `--`.
+            let raw: Vec<OsString> = std::env::args_os().collect();
+            let dashes = raw.iter().position(|a| a == "--");
+            let at = raw.iter().position(|a| *a == program);
+            let after_dashes = matches!((dashes, at), (Some(d), Some(p)) if d < p);
+            let name = program.to_string_lossy();
+            if name.starts_with('-') && !after_dashes {
+                let tip = similar_option("run", &name)
+                    .map(|o| format!(" (did you mean '{o}'?)"))
+                    .unwrap_or_else(|| " (put the program after `--`)".into());
+                eprintln!("error: unexpected argument '{name}' for `heapledger run`{tip}");
+                return Ok(2);
+            }
+            run::run(&RunOptions {
+                program,
+                args: it.collect(),
+                output,
+                stack,
+                max_depth,
+                follow: !no_follow,
+                sample_every,
+                exact_lifetimes,
+                top,
+                quiet,
+                wait_children: std::time::Duration::from_secs_f64(wait_children),
+            })
+        }
+        Command::Tree {
+            file,
+            collapse,
+            metric,
+            limit,
+            max_level,
+            bottom_up,
+            by_line,
+            json,
+        } => {
+            let profile = heapledger_profile::Profile::from_path(&file)?;
+            let opts = crate::tree::TreeOptions {
+                collapse,
+                metric,
+                limit_percent: limit,
+                max_level,
+                bottom_up,
+                json,
+                by_line,
+            };
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            crate::tree::print(&profile, &opts, &mut out)?;
+            std::io::Write::flush(&mut out)?;
+            Ok(0)
+        }
+        Command::Callgrind { file, output } => {
+            let profile = heapledger_profile::Profile::from_path(&file)?;
+            let out = output.unwrap_or_else(|| {
+                let stem = file
+                    .file_stem()
+                    .map_or_else(|| "profile".into(), |s| s.to_string_lossy().into_owned());
+                PathBuf::from(format!("callgrind.out.{stem}"))
+            });
+            let f = std::fs::File::create(&out)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            let mut w = std::io::BufWriter::new(f);
+            heapledger_profile::callgrind::write(&profile, &mut w)
+                .and_then(|()| std::io::Write::flush(&mut w))
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            eprintln!("heapledger: callgrind file written to {}", out.display());
+            Ok(0)
+        }
+        Command::Report { file, top } => {
+            let profile = heapledger_profile::Profile::from_path(&file)?;
+            let summary = heapledger_analysis::summary::Summary::from_profile(
+                &profile,
+                &heapledger_analysis::summary::SummaryOptions { top },
+            );
+            std::io::Write::write_all(
+                &mut std::io::stdout().lock(),
+                summary.to_string().as_bytes(),
+            )?;
+            Ok(0)
+        }
+    }
+}
+
+/// A usage error as one line: clap's first paragraph, with its tip ("a
+/// similar argument exists: '--top'") kept in parentheses; the usage lines
+/// after them are left out.
+fn usage_error_line(text: &str) -> String {
+    let mut paragraphs = text
+        .split("\n\n")
+        .map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" "));
+    let mut line = paragraphs.next().unwrap_or_default();
+    for p in paragraphs {
+        let Some(tip) = p.strip_prefix("tip: ") else {
+            continue;
+        };
+        for similar in [
+            "a similar argument exists: ",
+            "a similar subcommand exists: ",
+            "a similar value exists: ",
+        ] {
+            if let Some(what) = tip.strip_prefix(similar) {
+                line.push_str(&format!(" (did you mean {what}?)"));
+            }
+        }
+    }
+    line
+}
+
+/// The long option of `command` nearest to a mistyped `arg` (`--stak`,
+/// `--tpo`), where one is near enough to be what was meant.
+fn similar_option(command: &str, arg: &str) -> Option<String> {
+    let typed = arg.trim_start_matches('-');
+    let typed = typed.split('=').next().unwrap_or(typed);
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let sub = cmd.find_subcommand(command)?;
+    nearest(typed, sub.get_arguments().filter_map(|a| a.get_long())).map(|o| format!("--{o}"))
+}
+
+/// The command nearest to a mistyped one (`rnu`).
+fn similar_command(typed: &str) -> Option<String> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    nearest(typed, cmd.get_subcommands().map(|c| c.get_name())).map(str::to_owned)
+}
+
+/// The candidate fewest edits away from `typed` (a swap of two neighbours
+/// being one edit: `tpo` is one from `top`), if that is at most a third of
+/// its length (at least one).
+fn nearest<'a>(typed: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .map(|c| (strsim::damerau_levenshtein(typed, c), c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn parse_collapse(s: &str) -> Result<heapledger_analysis::calltree::CollapseMode, String> {
+    s.parse()
+        .map_err(|e: heapledger_analysis::calltree::ParseModeError| e.to_string())
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a percentage between 0 and 100")),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 86400"
+        )),
+    }
+}
+
+/// A byte count: digits, optionally followed by K, M or G (powers of 1024,
+/// also written KiB/KB, MiB/MB, GiB/GB, in either case), at least 1.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let bad = || format!("`{s}` is not a byte count (such as 4096, 512K, 1M, 1G)");
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(bad()),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    match n.checked_mul(1 << shift) {
+        Some(v) if v >= 1 => Ok(v),
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_bytes, similar_option, usage_error_line};
+
+    #[test]
+    fn usage_errors_keep_the_tip_on_one_line() {
+        let text = "error: unexpected argument '--tpo' found\n\n  tip: a similar argument exists: '--top'\n\nUsage: heapledger report --top <TOP> <FILE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_error_line(text),
+            "error: unexpected argument '--tpo' found (did you mean '--top'?)"
+        );
+    }
+
+    #[test]
+    fn a_mistyped_run_option_is_named() {
+        assert_eq!(similar_option("run", "--stak").as_deref(), Some("--stack"));
+        assert_eq!(
+            similar_option("run", "--sample-evry=4K").as_deref(),
+            Some("--sample-every")
+        );
+        assert_eq!(similar_option("report", "--tpo").as_deref(), Some("--top"));
+        assert_eq!(similar_option("run", "--zzzzzz"), None);
+        assert_eq!(super::similar_command("rnu").as_deref(), Some("run"));
+        assert_eq!(super::similar_command("xyz"), None);
+    }
+
+    #[test]
+    fn byte_counts_take_binary_suffixes() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("512K"), Ok(524_288));
+        assert_eq!(parse_bytes("512k"), Ok(524_288));
+        assert_eq!(parse_bytes("512KiB"), Ok(524_288));
+        assert_eq!(parse_bytes("1M"), Ok(1 << 20));
+        assert_eq!(parse_bytes("2mb"), Ok(2 << 20));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert_eq!(parse_bytes("7B"), Ok(7));
+        for bad in [
+            "",
+            "0",
+            "0K",
+            "K",
+            "1.5M",
+            "-4",
+            "12X",
+            "1T",
+            "99999999999999999999G",
+        ] {
+            let e = parse_bytes(bad).unwrap_err();
+            assert!(e.contains("not a byte count"), "{bad}: {e}");
+        }
+    }
+}

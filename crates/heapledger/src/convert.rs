@@ -1,0 +1,418 @@
+//! From a raw dump (addresses and counters) to a profile (MALT 1.6 JSON with
+//! heapledger's key): symbolize, drop allocator-wrapper frames, fill MALT's
+//! sections.
+
+use heapledger_profile as mp;
+use heapledger_profile::{Addr, InstrEntry, MapEntry, Profile, StackInfos, StackStat, StringTable};
+use heapledger_symbols::{MappedModule, Resolved};
+use heapledger_wire::{AllocFn, Dump, StackCounters};
+/// Maps keyed by addresses and stacks of addresses: no need for SipHash's
+/// defence against chosen keys, and a Python start-up hashes 16 000 stacks
+/// of 90 frames.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
+/// What the CLI knows about the process that the dump does not.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessEnd {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// Functions that only wrap the allocator: leading frames in them are not
+/// part of the recorded call site (the call site is their caller).
+fn is_wrapper(function: &str) -> bool {
+    function.starts_with("operator new")
+        || function.starts_with("operator delete")
+        || function == "__libc_malloc"
+        || function == "__libc_calloc"
+}
+
+fn mms(m: &heapledger_wire::MinMaxSum) -> mp::MinMaxSum {
+    mp::MinMaxSum {
+        count: m.count,
+        min: m.min,
+        max: m.max,
+        sum: m.sum,
+    }
+}
+
+fn merge_counters(a: &mut StackCounters, b: &StackCounters) {
+    a.totals.merge(&b.totals);
+    a.alive += b.alive;
+    a.at_peak += b.at_peak;
+    // Two stacks that became one: their maxima did not necessarily coincide.
+    a.max_alive = a.max_alive.max(b.max_alive);
+}
+
+fn parse_maps(text: &str) -> Vec<MapEntry> {
+    crate::maps::parse(text)
+        .map(|m| MapEntry {
+            lower: Addr::native(m.start),
+            upper: Addr::native(m.end),
+            offset: Addr::native(m.offset),
+            aslr_offset: u64::MAX,
+            file: m.path.to_owned(),
+        })
+        .collect()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn meminfo(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Builds the profile of one dumped process.
+pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symbols) -> Profile {
+    let modules: Vec<MappedModule> = d
+        .modules
+        .iter()
+        .map(|m| MappedModule {
+            path: m.path.clone().into(),
+            start: m.start,
+            end: m.end,
+            file_offset: m.file_offset,
+            build_id: (!m.build_id.is_empty()).then(|| m.build_id.clone()),
+        })
+        .collect();
+
+    // Every distinct lookup address (return address minus one). A set first:
+    // a Python start-up has 1.4 M frames but 3 000 distinct addresses, and
+    // the frames a stack shares with the one before it are seen there.
+    let distinct: HashSet<u64> = d
+        .stacks
+        .iter()
+        .flat_map(|s| {
+            let own = s.frames.len() - s.shared.min(s.frames.len());
+            s.frames[..own].iter().map(|f| f.wrapping_sub(1))
+        })
+        .collect();
+    let mut addrs: Vec<u64> = distinct.into_iter().collect();
+    addrs.sort_unstable();
+    let resolved: HashMap<u64, Resolved> = addrs
+        .iter()
+        .copied()
+        .zip(symbols.symbolize(&modules, &addrs))
+        .filter_map(|(a, r)| r.map(|r| (a, r)))
+        .collect();
+    let outer_fn =
+        |a: u64| -> Option<&str> { resolved.get(&a)?.frames.last()?.function.as_deref() };
+
+    // Drop allocator-wrapper frames at the leaf, then merge stacks that became
+    // equal. Each stack is a slice of the dump's frames (return addresses, 1
+    // above the lookup addresses): nothing is copied.
+    let n = d.stacks.len();
+    let skips: Vec<usize> = d
+        .stacks
+        .iter()
+        .map(|s| {
+            let skip = s
+                .frames
+                .iter()
+                .take_while(|&&f| outer_fn(f.wrapping_sub(1)).is_some_and(is_wrapper))
+                .count();
+            // Keep at least one frame when the whole stack is wrappers.
+            skip.min(s.frames.len().saturating_sub(1))
+        })
+        .collect();
+    // The recorder's own frames inside a stack: a hook that calls into the
+    // C library (`dlopen`, `dlclose`) sits between the program's call and
+    // what the library allocates there. They are left out, as if the
+    // program had called the library itself; the few stacks that hold one
+    // are copied into `rebuilt` without it, the others stay slices. The
+    // recorder's image is one span of addresses (its segments are mapped
+    // together), and most programs never have a frame in it, which the
+    // distinct addresses tell before any stack is looked at.
+    let own = d
+        .modules
+        .iter()
+        .filter(|m| m.path.ends_with(crate::run::PRELOAD_NAME))
+        .map(|m| (m.start, m.end))
+        .reduce(|(lo, hi), (s, e)| (lo.min(s), hi.max(e)))
+        .filter(|&(lo, hi)| addrs.iter().any(|a| (lo..hi).contains(a)));
+    let is_own = |f: u64| own.is_some_and(|(lo, hi)| f.wrapping_sub(1).wrapping_sub(lo) < hi - lo);
+    let mut rebuilt: Vec<u64> = Vec::new();
+    let mut rebuilt_at: HashMap<usize, (usize, usize)> = HashMap::default();
+    if own.is_some() {
+        for (i, (s, &skip)) in d.stacks.iter().zip(&skips).enumerate() {
+            let kept = &s.frames[skip..];
+            if kept.iter().any(|&f| is_own(f)) {
+                let from = rebuilt.len();
+                rebuilt.extend(kept.iter().copied().filter(|&f| !is_own(f)));
+                rebuilt_at.insert(i, (from, rebuilt.len()));
+            }
+        }
+    }
+    let key_of = |i: usize| -> &[u64] {
+        match rebuilt_at.get(&i) {
+            Some(&(from, to)) => &rebuilt[from..to],
+            None => &d.stacks[i].frames[skips[i]..],
+        }
+    };
+    let lost_frames = |i: usize| skips[i] > 0 || rebuilt_at.contains_key(&i);
+    // The recorder stores each distinct stack once, so only a stack that
+    // lost frames can become equal to another, and only to one with the
+    // same leaf and depth: the others skip the index (a C program with a
+    // million distinct stacks hashed every one of them, 21 frames deep).
+    let shape = |key: &[u64]| (key.first().copied().unwrap_or(0), key.len());
+    let shapes: HashSet<(u64, usize)> = (0..n)
+        .filter(|&i| lost_frames(i))
+        .map(|i| shape(key_of(i)))
+        .collect();
+    let mut merged: Vec<(&[u64], StackCounters, u64)> = Vec::with_capacity(n);
+    let mut index: HashMap<&[u64], usize> = HashMap::default();
+    let mut id_map: HashMap<u64, usize> = HashMap::with_capacity_and_hasher(n, Default::default());
+    // Addresses dropped as wrapper frames (a handful), which a kept frame
+    // may repeat (the recorder's own are dropped everywhere).
+    let mut dropped: HashSet<u64> = HashSet::default();
+    for (i, (s, &skip)) in d.stacks.iter().zip(&skips).enumerate() {
+        dropped.extend(s.frames[..skip].iter().map(|f| f.wrapping_sub(1)));
+        let key = key_of(i);
+        let mut add = || {
+            merged.push((key, StackCounters::default(), s.id));
+            merged.len() - 1
+        };
+        let at = if lost_frames(i) || shapes.contains(&shape(key)) {
+            *index.entry(key).or_insert_with(add)
+        } else {
+            add()
+        };
+        merge_counters(&mut merged[at].1, &s.counters);
+        id_map.insert(s.id, at);
+    }
+    drop(index);
+    let addr = |f: &u64| Addr::native(f.wrapping_sub(1));
+
+    // Sites: interned strings, one instr entry per address still used: all
+    // of them but the recorder's frames and the dropped wrapper frames that
+    // no kept frame repeats. Those are looked for in every kept frame, most
+    // of them outside the few addresses' span, which one comparison tells
+    // (hashing each of Python's 1.3 M frames took 8 ms).
+    if let (Some(&lo), Some(&hi)) = (dropped.iter().min(), dropped.iter().max()) {
+        'stacks: for (key, _, _) in &merged {
+            for a in key.iter().map(|f| f.wrapping_sub(1)) {
+                if a.wrapping_sub(lo) <= hi - lo && dropped.remove(&a) && dropped.is_empty() {
+                    break 'stacks;
+                }
+            }
+        }
+    }
+    let used: Vec<u64> = addrs
+        .iter()
+        .copied()
+        .filter(|&a| !dropped.contains(&a) && !is_own(a.wrapping_add(1)))
+        .collect();
+    let mut strings = StringTable::new();
+    let mut instr = indexmap::IndexMap::new();
+    let mut inlined = indexmap::IndexMap::new();
+    for a in &used {
+        let Some(r) = resolved.get(a) else { continue };
+        let binary = strings.intern(&r.binary.to_string_lossy());
+        let inner = &r.frames[0];
+        instr.insert(
+            Addr::native(*a),
+            InstrEntry {
+                file: inner
+                    .file
+                    .as_deref()
+                    .map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
+                function: inner
+                    .function
+                    .as_deref()
+                    .map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
+                line: inner.line,
+                binary,
+            },
+        );
+        if r.frames.len() > 1 {
+            let outer: Vec<mp::InlineFrame> = r.frames[1..]
+                .iter()
+                .map(|f| mp::InlineFrame {
+                    function: f
+                        .function
+                        .as_deref()
+                        .map_or(mp::StringId::UNKNOWN, |s| strings.intern(s)),
+                    file: f
+                        .file
+                        .as_deref()
+                        .map_or(mp::StringId::UNKNOWN, |s| strings.intern(s)),
+                    line: f.line,
+                })
+                .collect();
+            inlined.insert(Addr::native(*a), outer);
+        }
+    }
+
+    let exe_base = d.exe.rsplit('/').next().unwrap_or(&d.exe).to_owned();
+    let mut run = mp::Run::new(
+        format!("heapledger-{}", env!("CARGO_PKG_VERSION")),
+        exe_base,
+        d.cmdline.join(" "),
+    );
+    run.date = crate::date::format_utc(d.start_unix_ns / 1_000_000_000);
+    run.runtime = d.end_ticks.saturating_sub(d.start_ticks);
+    run.allocator = d
+        .modules
+        .iter()
+        .find(|m| m.path.contains("/libc.so"))
+        .map(|m| m.path.clone())
+        .unwrap_or_default();
+    run.hostname = hostname();
+    let mut p = Profile::new(run);
+
+    let mode = d.stack_mode.map_or("dwarf", |m| m.name());
+    p.config.set("stack", "enabled", mode != "none");
+    p.config.set("stack", "mode", mode);
+    p.config.set("stack", "maxDepth", d.max_depth);
+    p.config.set("output", "name", "heapledger");
+
+    p.stacks.stats.reserve(merged.len());
+    let mut text = [0u8; 24];
+    for (key, c, id) in &merged {
+        let infos = StackInfos {
+            count_zeros: c.totals.zeros as i64,
+            max_alive_req: c.max_alive as i64,
+            alive_req: c.alive,
+            alloc: mms(&c.totals.alloc),
+            free: mms(&c.totals.free),
+            mmap: mms(&c.totals.mmap),
+            munmap: mms(&c.totals.munmap),
+            lifetime: mms(&c.totals.lifetime),
+            global_peak: c.at_peak,
+            realloc_count: c.totals.realloc_count,
+            realloc_sum_delta: c.totals.realloc_delta,
+        };
+        p.stacks.push(StackStat::new(
+            // "0x..." as format! writes it, without its machinery.
+            Addr::native(*id).format_into(&mut text),
+            key.iter().map(addr).collect(),
+            infos,
+        ));
+    }
+
+    // One leak entry per merged stack (recorded stacks that became one add up).
+    let mut leak_of: HashMap<usize, usize> = HashMap::default();
+    for l in &d.leaks {
+        let Some(&at) = id_map.get(&l.stack) else {
+            continue;
+        };
+        match leak_of.get(&at) {
+            Some(&i) => {
+                let x = &mut p.leaks[i];
+                x.count += l.count;
+                x.memory += l.bytes;
+            }
+            None => {
+                leak_of.insert(at, p.leaks.len());
+                p.leaks.push(mp::Leak {
+                    stack: merged[at].0.iter().map(addr).collect(),
+                    count: l.count,
+                    memory: l.bytes,
+                });
+            }
+        }
+    }
+    p.leaks.sort_by_key(|l| std::cmp::Reverse(l.memory));
+
+    for t in &d.threads {
+        let mut ts = mp::ThreadStats {
+            cnt_mem_ops: t.mem_ops,
+            merged_threads: t.merged,
+            ..Default::default()
+        };
+        for f in AllocFn::ALL {
+            let (count, sum, time) = t.stats[f as usize];
+            if let Some(cs) = ts.stats.get_mut(f.name()) {
+                cs.count = count;
+                cs.sum = sum;
+                cs.time = time;
+            }
+        }
+        p.threads.push(ts);
+    }
+
+    let mut sizes = d.sizes.clone();
+    sizes.sort_unstable();
+    p.mem_stats.size_map = sizes.into_iter().collect();
+    let mut jumps = d.realloc_jumps.clone();
+    jumps.sort_unstable();
+    p.mem_stats.realloc_jump = jumps
+        .into_iter()
+        .map(|(o, n, c)| mp::ReallocJump {
+            old_size: o,
+            new_size: n,
+            count: c,
+        })
+        .collect();
+
+    p.globals = mp::Globals {
+        ticks_per_second: d.ticks_per_second,
+        total_memory: meminfo("MemTotal:"),
+        free_memory_at_start: meminfo("MemFree:"),
+        cached_memory_at_start: meminfo("Cached:"),
+        max_thread_count: d.globals.max_threads,
+    };
+
+    p.sites.map = parse_maps(&d.maps);
+    p.sites.strings = strings.into_strings();
+    p.sites.instr = instr;
+    p.stacks.count = p.stacks.stats.len() as u64;
+
+    let mut ext = mp::HeapledgerExt::new(mode, d.max_depth);
+    ext.truncated_stacks = d.globals.truncated_stacks;
+    ext.sample_every = (d.sample_every > 0).then_some(d.sample_every);
+    // Sampled blocks (`--sample-every`), and `--stack none`'s, are timed
+    // alike: all or none.
+    ext.lifetimes_sampled_after = (d.lifetime_head != u64::MAX
+        && d.sample_every == 0
+        && d.stack_mode != Some(heapledger_wire::StackMode::None))
+    .then_some(d.lifetime_head);
+    ext.internal_memory = d.globals.internal_memory;
+    ext.internal_memory_peak = d.globals.internal_peak;
+    ext.peak_requested = d.globals.peak_requested;
+    ext.peak_time = d.globals.peak_ticks;
+    ext.pid = d.pid;
+    ext.ppid = d.ppid;
+    ext.exit = mp::ExitInfo {
+        code: end.code,
+        signal: end.signal,
+    };
+    ext.modules = d
+        .modules
+        .iter()
+        .map(|m| mp::ModuleInfo {
+            path: m.path.clone(),
+            build_id: (!m.build_id.is_empty())
+                .then(|| m.build_id.iter().map(|b| format!("{b:02x}")).collect()),
+            lower: Addr::native(m.start),
+            upper: Addr::native(m.end),
+            file_offset: Addr::native(m.file_offset),
+        })
+        .collect();
+    ext.inlined = inlined;
+    ext.unrecorded_events = d.globals.unrecorded_events;
+    ext.unknown_frees = d.globals.unknown_frees;
+    ext.unhooked = (!d.unhooked.is_empty()).then(|| mp::Unhooked {
+        functions: d.unhooked.clone(),
+        by: if d.unhooked_by.is_empty() {
+            d.exe.clone()
+        } else {
+            d.unhooked_by.clone()
+        },
+    });
+    p.heapledger = Some(ext);
+    p.heapledger.as_mut().unwrap().runtime_leaks = mp::runtime::classify_leaks(&p);
+    p
+}

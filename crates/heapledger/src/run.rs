@@ -1,0 +1,719 @@
+//! `heapledger run`: start the program with the recorder preloaded, wait for it,
+//! turn the dumps its processes left into profiles, print the summary.
+//!
+//! The program's standard streams and exit status pass through untouched;
+//! heapledger's own messages go to stderr. While the program runs, heapledger
+//! ignores SIGINT and SIGQUIT (as `time` does) so that Ctrl-C reaches the
+//! program, which writes its profile as it dies.
+
+use crate::cli::StackArg;
+use crate::convert::ProcessEnd;
+use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Plain options of `heapledger run`.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub output: Option<PathBuf>,
+    pub stack: StackArg,
+    pub max_depth: u32,
+    pub follow: bool,
+    pub sample_every: Option<u64>,
+    /// Time every block's lifetime (`lifetimes=exact`), not a sample of
+    /// each stack's blocks.
+    pub exact_lifetimes: bool,
+    pub top: usize,
+    pub quiet: bool,
+    /// How long to wait, once the program has ended, for the processes it
+    /// started that still run (followed children only).
+    pub wait_children: std::time::Duration,
+}
+
+pub const PRELOAD_NAME: &str = "libheapledger_preload.so";
+
+/// The recorder library: `HEAPLEDGER_PRELOAD`, else beside this executable
+/// (as `cargo build` leaves it), else in `../lib/heapledger/`.
+pub fn find_preload() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("HEAPLEDGER_PRELOAD") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        bail!(
+            "HEAPLEDGER_PRELOAD names {}, which is not a file",
+            p.display()
+        );
+    }
+    let exe = std::env::current_exe().context("cannot locate the heapledger executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for cand in [
+        dir.join(PRELOAD_NAME),
+        dir.join("../lib/heapledger").join(PRELOAD_NAME),
+    ] {
+        if cand.is_file() {
+            return Ok(cand.canonicalize().unwrap_or(cand));
+        }
+    }
+    bail!(
+        "the recorder library {PRELOAD_NAME} is not beside {} (build it with `cargo build --workspace`)",
+        exe.display()
+    )
+}
+
+/// The directory the program's processes leave their dumps in: under
+/// `$TMPDIR`, or where that cannot be, under /tmp, /var/tmp or /dev/shm.
+fn temp_dir() -> Result<PathBuf> {
+    let first = std::env::temp_dir();
+    let mut tried = Vec::new();
+    for base in [
+        first.clone(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/dev/shm"),
+    ] {
+        if tried.contains(&base) {
+            continue;
+        }
+        for i in 0..100u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let d = base.join(format!("heapledger-{}-{nanos}-{i}", std::process::id()));
+            match std::fs::create_dir(&d) {
+                Ok(()) => return Ok(d),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(_) => break,
+            }
+        }
+        tried.push(base);
+    }
+    let names: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+    bail!(
+        "cannot create a temporary directory for the profile data (tried {})",
+        names.join(", ")
+    )
+}
+
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The program's pid while heapledger waits for it (0 otherwise).
+static PROGRAM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// SIGTERM or SIGHUP sent to heapledger (by `timeout`, a closing terminal, a
+/// job runner) goes on to the program, which writes its profile as it
+/// dies; heapledger, still waiting, then writes the profile. Killed itself,
+/// heapledger would leave the program running and its data unread.
+extern "C" fn pass_on(sig: libc::c_int) {
+    let pid = PROGRAM.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// While heapledger waits for the program: SIGINT and SIGQUIT ignored (the
+/// terminal sends them to the program too, as `time` does), SIGTERM and
+/// SIGHUP passed on to it. `None` puts the defaults back.
+fn set_signals(program: Option<u32>) {
+    let (quiet, pass) = match program {
+        Some(pid) => {
+            PROGRAM.store(pid as i32, std::sync::atomic::Ordering::Relaxed);
+            (
+                libc::SIG_IGN,
+                pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        }
+        None => {
+            PROGRAM.store(0, std::sync::atomic::Ordering::Relaxed);
+            (libc::SIG_DFL, libc::SIG_DFL)
+        }
+    };
+    // SAFETY: changing dispositions of four signals in this process; the
+    // handler only calls kill.
+    unsafe {
+        libc::signal(libc::SIGINT, quiet);
+        libc::signal(libc::SIGQUIT, quiet);
+        libc::signal(libc::SIGTERM, pass);
+        libc::signal(libc::SIGHUP, pass);
+    }
+}
+
+/// Processes the program starts may outlive it (a daemon; `git commit`'s
+/// detached maintenance run) and write their dumps only as they end. So that
+/// heapledger knows when the last of them has ended, and never reads a dump
+/// half-written, it makes itself their reaper: orphans of the program's tree
+/// become heapledger's children rather than init's (PR_SET_CHILD_SUBREAPER).
+fn become_subreaper() -> bool {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}
+
+/// Waits for `pid`, reaping the orphans handed to heapledger that end before
+/// it (they would otherwise stay zombies until the program ends).
+fn wait_reaping(pid: u32) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        let mut status = 0;
+        // SAFETY: status is writable.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r == pid as i32 {
+            return Ok(std::process::ExitStatus::from_raw(status));
+        }
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Once the program has ended: waits up to `grace` for the processes of its
+/// tree still running, reaping them as they end. Returns those still
+/// running at the deadline (pid, name); empty when none is left.
+fn wait_descendants(grace: std::time::Duration) -> Vec<(u32, String)> {
+    let deadline = std::time::Instant::now() + grace;
+    loop {
+        let mut status = 0;
+        // SAFETY: status is writable.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r > 0 {
+            continue;
+        }
+        if r < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Vec::new(); // ECHILD: none left
+        }
+        if std::time::Instant::now() >= deadline {
+            return children_of(std::process::id());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// The running children of `parent` (pid, name), from /proc.
+fn children_of(parent: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.filter_map(|e| e.ok()) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...; comm may hold spaces and parentheses.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let ppid = stat[close + 1..].split_whitespace().nth(1);
+        if ppid.and_then(|p| p.parse::<u32>().ok()) == Some(parent) {
+            out.push((pid, stat[open + 1..close].to_owned()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every dump left in `dir` (the started process and its children),
+/// decoded, and whether one could not be read (said on stderr). `running`:
+/// the processes still running when heapledger stopped waiting.
+fn read_dumps(dir: &Path, running: &[u32]) -> Result<(Vec<heapledger_wire::Dump>, bool)> {
+    let mut dumps = Vec::new();
+    let mut unreadable = false;
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let bytes = std::fs::read(&path)?;
+        if bytes.is_empty() {
+            // Created as the process started recording, never written: it
+            // replaced itself with exec (its new image has a file of its
+            // own), was killed by SIGKILL, or still runs.
+            continue;
+        }
+        match heapledger_wire::decode(&bytes) {
+            Ok(d) => dumps.push(d),
+            Err(heapledger_wire::DecodeError::Truncated)
+                if dump_pid(&path).is_some_and(|p| running.contains(&p)) =>
+            {
+                // Caught at the deadline, writing its dump as it ends.
+                eprintln!(
+                    "heapledger: skipping {}: the process was still writing it",
+                    path.display()
+                )
+            }
+            Err(e) => {
+                unreadable = true;
+                eprintln!("heapledger: skipping {}: {e}", path.display())
+            }
+        }
+    }
+    Ok((dumps, unreadable))
+}
+
+/// The pid a dump's file name (`PID.hlraw`, `PID.N.hlraw`) carries.
+fn dump_pid(path: &Path) -> Option<u32> {
+    path.file_name()?.to_str()?.split('.').next()?.parse().ok()
+}
+
+/// Exit code the way a shell reports it: the code, or 128 + signal.
+/// Why a program left no data, as far as heapledger can tell: the recorder
+/// never ran in a statically linked or setuid program (the loader ignores
+/// `LD_PRELOAD`), and a process killed by SIGKILL cannot write anything.
+fn why_no_data(program: &std::ffi::OsStr, status: std::process::ExitStatus) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    if status.signal() == Some(libc::SIGKILL) {
+        return "it was killed by SIGKILL, which leaves no time to write it".into();
+    }
+    if let Some(path) = resolve_program(program) {
+        if elf_without_interpreter(&path) {
+            return "it is statically linked: LD_PRELOAD cannot reach it".into();
+        }
+        if let Ok(meta) = std::fs::metadata(&path) {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: no preconditions.
+            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            let mode = meta.permissions().mode();
+            // Only where it changes who the program runs as does the loader
+            // run it in secure mode.
+            if (mode & 0o4000 != 0 && meta.uid() != uid)
+                || (mode & 0o2000 != 0 && meta.gid() != gid)
+            {
+                return "it is setuid or setgid: the loader ignores LD_PRELOAD for it".into();
+            }
+        }
+    }
+    if let Some(sig) = status.signal() {
+        let name = heapledger_analysis::summary::signal_name(sig)
+            .map_or_else(String::new, |n| format!(" ({n})"));
+        return format!(
+            "it was killed by signal {sig}{name} before it could write it, unless a line above says otherwise"
+        );
+    }
+    "unless a line above says why: it may be statically linked or setuid, or have run such a program with exec".into()
+}
+
+/// The file `Command` runs for `program`: itself when it holds a slash,
+/// else the first match on `PATH`.
+fn resolve_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if program.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(program));
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Whether `path` is an x86-64 ELF executable with no program interpreter
+/// (`PT_INTERP`), i.e. statically linked. Read by hand: three fields of the
+/// ELF header and the program headers' types, which is all it takes.
+fn elf_without_interpreter(path: &Path) -> bool {
+    use std::io::Read;
+    // The header and the program headers sit at the start of the file
+    // (right after the 64-byte header, in practice): no need to read a
+    // large static binary whole.
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut bytes));
+    if read.is_err() {
+        return false;
+    }
+    let field = |at: usize, n: usize| -> Option<u64> {
+        let b = bytes.get(at..at + n)?;
+        Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64))
+    };
+    // 64-bit, little-endian ELF.
+    if bytes.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (field(32, 8), field(54, 2), field(56, 2))
+    else {
+        return false;
+    };
+    const PT_INTERP: u64 = 3;
+    let mut types = (0..phnum).map(|i| field((phoff + i * phentsize) as usize, 4));
+    types.all(|t| t.is_some_and(|t| t != PT_INTERP)) && phnum > 0
+}
+
+fn shell_code(status: std::process::ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => (128 + s) as u8,
+        _ => 1,
+    }
+}
+
+fn exe_name(d: &heapledger_wire::Dump) -> String {
+    let base = d.exe.rsplit('/').next().unwrap_or("");
+    let base: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-+".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if base.is_empty() {
+        "program".into()
+    } else {
+        base
+    }
+}
+
+/// Removes an earlier profile at `path`, so that the new one is written to a
+/// new file rather than over it. On ext4, a file truncated and written again
+/// is flushed to disk as it is closed (its `auto_da_alloc` safeguard for
+/// programs that rewrite a file in place): for Python's 28 MB profile the
+/// truncation took 7 ms and the close 11 ms, against nothing for a new file.
+/// Called while the profile is being built. Only a plain file with no other
+/// name and not read-only is removed: a link is written through and a
+/// read-only file refuses the profile, as before.
+fn clear_old_output(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.file_type().is_file() && m.nlink() == 1 && !m.permissions().readonly() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The folder of the child processes' profiles of the profile at `out`:
+/// `<stem>.children/` beside it.
+fn children_dir(out: &Path) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map_or_else(|| "heapledger".into(), |s| s.to_string_lossy().into_owned());
+    out.with_file_name(format!("{stem}.children"))
+}
+
+/// Removes the child profiles an earlier run left in `dir` (a run's
+/// `<stem>.children/`), so that the folder holds this run's and no other:
+/// the pids differ from run to run, so nothing else replaces them. Only
+/// what heapledger writes there is removed (`heapledger-*.json`, plain files
+/// under the rules of [`clear_old_output`]), then the folder if that left
+/// it empty; a folder that is a link, or holds anything else, stays.
+fn clear_old_children(dir: &Path) {
+    let is_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_dir());
+    if !is_dir {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("heapledger-") && name.ends_with(".json") {
+            clear_old_output(&e.path());
+        }
+    }
+    // Fails, as it should, where anything is left.
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Writes a profile, creating its directory; the error names the path.
+fn write_profile(profile: &heapledger_profile::Profile, path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            // A parent that is a file gives EEXIST; say what is wrong.
+            match dir.ancestors().find(|a| a.is_file()) {
+                Some(f) => bail!(
+                    "cannot write the profile to {}: {} is a file, not a directory",
+                    path.display(),
+                    f.display()
+                ),
+                None => bail!(
+                    "cannot write the profile to {}: cannot create {}: {e}",
+                    path.display(),
+                    dir.display()
+                ),
+            }
+        }
+    }
+    let f = std::fs::File::create(path)
+        .with_context(|| format!("cannot write the profile to {}", path.display()))?;
+    // `write_to` buffers (1 MiB) itself.
+    profile
+        .write_to(f)
+        .with_context(|| format!("cannot write the profile to {}", path.display()))
+}
+
+/// `HEAPLEDGER_PHASES=1`: how long each phase of `run` took, and the page
+/// faults heapledger took in it, on stderr (for measuring heapledger's own fixed
+/// cost; see `heapledger-bench`).
+struct Phases(Option<(std::time::Instant, Vec<PhaseEnd>)>);
+
+/// A phase's name, when it ended, and heapledger's page faults by then.
+type PhaseEnd = (&'static str, std::time::Instant, u64);
+
+/// heapledger's own resource use so far (its threads, not the program's).
+fn own_usage() -> Option<libc::rusage> {
+    // SAFETY: rusage is plain integers, for which zero is valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only fills the struct it is given.
+    (unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0).then_some(ru)
+}
+
+fn faults(ru: &libc::rusage) -> u64 {
+    (ru.ru_minflt + ru.ru_majflt) as u64
+}
+
+impl Phases {
+    fn new() -> Phases {
+        let on = std::env::var_os("HEAPLEDGER_PHASES").is_some_and(|v| v != "0");
+        Phases(on.then(|| (std::time::Instant::now(), Vec::new())))
+    }
+    fn mark(&mut self, name: &'static str) {
+        if let Some((_, v)) = &mut self.0 {
+            let f = own_usage().map_or(0, |ru| faults(&ru));
+            v.push((name, std::time::Instant::now(), f));
+        }
+    }
+    fn print(&self) {
+        let Some((start, v)) = &self.0 else { return };
+        let (mut last, mut last_faults) = (*start, 0);
+        let mut line = String::from("heapledger: phases (ms, page faults):");
+        for (name, t, f) in v {
+            line += &format!(
+                " {name} {:.1} {}",
+                (*t - last).as_secs_f64() * 1e3,
+                f - last_faults
+            );
+            (last, last_faults) = (*t, *f);
+        }
+        if let Some(ru) = own_usage() {
+            let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+            line += &format!(
+                "; heapledger's cpu (ms): user {:.0} sys {:.0}; peak memory {} MB, page faults {}",
+                ms(ru.ru_utime),
+                ms(ru.ru_stime),
+                ru.ru_maxrss / 1024,
+                faults(&ru)
+            );
+        }
+        eprintln!("{line}");
+    }
+}
+
+pub fn run(o: &RunOptions) -> Result<u8> {
+    let mut phases = Phases::new();
+    let lib = find_preload()?;
+    let dir = temp_dir()?;
+    let _cleanup = RemoveOnDrop(dir.clone());
+    let mut preload = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let stack = match o.stack {
+        StackArg::Dwarf => "dwarf",
+        StackArg::Fp => "fp",
+        StackArg::None => "none",
+    };
+    let mut opts = format!(
+        "stack={stack},depth={},follow={},parent={},sample={}",
+        o.max_depth,
+        u8::from(o.follow),
+        std::process::id(),
+        o.sample_every.unwrap_or(0)
+    );
+    if o.exact_lifetimes {
+        opts.push_str(",lifetimes=exact");
+    }
+    let reaper = o.follow && become_subreaper();
+    let child = match Command::new(&o.program)
+        .args(&o.args)
+        .env("LD_PRELOAD", &preload)
+        .env(heapledger_wire::ENV_DIR, &dir)
+        .env(heapledger_wire::ENV_OPTS, &opts)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "cannot run {}: no such program",
+                o.program.to_string_lossy()
+            )
+        }
+        Err(e) => bail!("cannot run {}: {e}", o.program.to_string_lossy()),
+    };
+    let pid = child.id();
+    phases.mark("start");
+    let converter = crate::symbolizer::Converter::start(pid);
+    set_signals(Some(pid));
+    let status = if reaper {
+        wait_reaping(pid)
+    } else {
+        let mut child = child;
+        child.wait()
+    };
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            set_signals(None);
+            return Err(e).context("waiting for the program");
+        }
+    };
+    phases.mark("program");
+    let still_running = if reaper {
+        wait_descendants(o.wait_children)
+    } else {
+        Vec::new()
+    };
+    set_signals(None);
+    if !still_running.is_empty() {
+        let names: Vec<String> = still_running
+            .iter()
+            .map(|(p, n)| format!("{n} ({p})"))
+            .collect();
+        let n = still_running.len();
+        eprintln!(
+            "heapledger: not waiting longer for {n} process{} the program started, still running: {}; {} profile data is left out (--wait-children sets how long to wait)",
+            if n == 1 { "" } else { "es" },
+            names.join(", "),
+            if n == 1 { "its" } else { "their" },
+        );
+    }
+    phases.mark("children");
+    let code = shell_code(status);
+    let end = ProcessEnd {
+        code: status.code(),
+        signal: status.signal(),
+    };
+
+    // Decoded on the symbolizing thread, whose memory is taken ahead.
+    let running: Vec<u32> = still_running.iter().map(|(p, _)| *p).collect();
+    let (mut dumps, unreadable) = {
+        let dir = dir.clone();
+        converter
+            .call(move |_| read_dumps(&dir, &running))
+            .wait()??
+    };
+    phases.mark("read");
+    let main_pos = dumps.iter().position(|d| d.pid == pid);
+    let Some(main_pos) = main_pos else {
+        if unreadable {
+            eprintln!(
+                "heapledger: no readable profile data of {} (see above)",
+                o.program.to_string_lossy()
+            );
+            return Ok(if code == 0 { 1 } else { code });
+        }
+        eprintln!(
+            "heapledger: {} left no profile data ({})",
+            o.program.to_string_lossy(),
+            why_no_data(&o.program, status)
+        );
+        return Ok(if code == 0 { 1 } else { code });
+    };
+    let main = dumps.swap_remove(main_pos);
+    let out = o
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("heapledger-{}-{pid}.json", exe_name(&main))));
+    let children: Vec<(String, u32)> = dumps.iter().map(|d| (exe_name(d), d.pid)).collect();
+    let n_children = dumps.len();
+    let mut job = vec![(main, end)];
+    job.extend(dumps.into_iter().map(|d| (d, ProcessEnd::default())));
+    let converting = converter.convert(job);
+    clear_old_output(&out);
+    // Children: beside the main profile, in <stem>.children/, which keeps
+    // no file of an earlier run.
+    let child_dir = children_dir(&out);
+    clear_old_children(&child_dir);
+    let child_dir = (n_children > 0).then_some(child_dir);
+    let (profiles, job) = converting.wait()?;
+    let mut profiles = profiles.into_iter();
+    let Some(profile) = profiles.next() else {
+        bail!("internal error: no profile was built");
+    };
+    phases.mark("convert");
+    // The files are written while the summary is worked out (both only read
+    // the profile); the summary is printed first, then any write error.
+    let (write_error, summary) = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            write_profile(&profile, &out)?;
+            if let Some(cdir) = &child_dir {
+                for (p, (exe, pid)) in profiles.zip(children) {
+                    write_profile(&p, &cdir.join(format!("heapledger-{exe}-{pid}.json")))?;
+                }
+            }
+            Ok::<(), anyhow::Error>(())
+        });
+        let summary = (!o.quiet).then(|| {
+            heapledger_analysis::summary::Summary::from_profile(
+                &profile,
+                &heapledger_analysis::summary::SummaryOptions { top: o.top },
+            )
+            .to_string()
+        });
+        let written = writer.join().unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "internal error: writing the profile failed"
+            ))
+        });
+        (written.err(), summary)
+    });
+    phases.mark("write");
+    phases.print();
+    let failed = write_error.is_some();
+    if let Some(summary) = summary {
+        eprint!("{summary}");
+    }
+    if let Some(e) = &write_error {
+        eprintln!("heapledger: {e:#}");
+    }
+    // The summary says so too; without it, one line.
+    let unhooked = profile
+        .heapledger
+        .as_ref()
+        .and_then(|e| e.unhooked.as_ref());
+    if let (true, Some(u)) = (o.quiet, unhooked) {
+        eprintln!(
+            "heapledger: {} defines {} itself, before heapledger's: those calls are not in the profile",
+            heapledger_profile::basename(&u.by),
+            u.functions.join(", ")
+        );
+    }
+    if !o.quiet {
+        if !failed {
+            eprintln!("heapledger: profile written to {}", out.display());
+        }
+        if let Some(cdir) = child_dir {
+            eprintln!(
+                "heapledger: {n_children} child process profile(s) in {}",
+                cdir.display()
+            );
+        }
+    }
+    // Only now, as heapledger is about to exit: freeing the dumps, the profile
+    // and the parsed debug information takes tens of milliseconds, which
+    // would take a core from writing the profile, and then delay the exit
+    // (Python's 3 M strings: 6 to 10 ms for the profile alone). They are
+    // freed on the symbolizing thread, unless heapledger's exit comes first.
+    converter.drop_there((job, profile));
+    drop(converter);
+    if failed {
+        return Ok(if code == 0 { 1 } else { code });
+    }
+    Ok(code)
+}

@@ -1,0 +1,132 @@
+//! `heapledger tree`: a profile's stacks as a call tree with recursion
+//! collapsing (see `heapledger_analysis::calltree`).
+
+use anyhow::Result;
+use heapledger_analysis::calltree::{
+    self, CallTree, CollapseMode, Direction, RenderOptions, Samples,
+};
+use heapledger_profile::{Addr, Profile};
+use std::io::Write;
+
+/// Which per-stack number weighs a stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Metric {
+    /// Allocation calls.
+    Count,
+    /// Bytes allocated.
+    Bytes,
+    /// Bytes alive when the whole process reached its peak.
+    Peak,
+    /// Bytes still allocated at exit.
+    Leaked,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Count => "allocations",
+            Metric::Bytes => "bytes allocated",
+            Metric::Peak => "bytes at peak",
+            Metric::Leaked => "bytes leaked",
+        }
+    }
+}
+
+/// Plain options of `heapledger tree`.
+#[derive(Clone, Debug)]
+pub struct TreeOptions {
+    pub collapse: CollapseMode,
+    pub metric: Metric,
+    pub limit_percent: f64,
+    pub max_level: u32,
+    pub bottom_up: bool,
+    pub json: bool,
+    pub by_line: bool,
+}
+
+/// Names of the routines of one address, outermost first: the inlined
+/// callers (from heapledger's key), then the innermost function.
+fn routines_of(p: &Profile, addr: Addr, by_line: bool, out: &mut Vec<String>) {
+    let name = |function: &str, file: &str, line: Option<u32>| {
+        if by_line {
+            match line {
+                Some(l) => format!("{function} {}:{l}", heapledger_profile::basename(file)),
+                None => format!("{function} {}", heapledger_profile::basename(file)),
+            }
+        } else {
+            function.to_owned()
+        }
+    };
+    let Some(site) = p.resolve_addr(addr) else {
+        out.push(format!("{addr}"));
+        return;
+    };
+    for f in p.inline_chain(addr).iter().rev() {
+        out.push(name(f.function, f.file, f.line));
+    }
+    if site.function == heapledger_profile::UNKNOWN {
+        out.push(format!("{addr} ({})", site.binary_name()));
+    } else {
+        out.push(name(site.function, site.file, site.line));
+    }
+}
+
+/// The profile's stacks as samples, root first, weighted by `metric`.
+pub fn samples(p: &Profile, metric: Metric, by_line: bool) -> Result<Samples> {
+    let mut samples = Samples::new();
+    let mut names = Vec::new();
+    let mut push = |stack: &[Addr], weight: u64, samples: &mut Samples| -> Result<()> {
+        if weight == 0 {
+            return Ok(());
+        }
+        names.clear();
+        for &a in stack.iter().rev() {
+            routines_of(p, a, by_line, &mut names);
+        }
+        if names.is_empty() {
+            names.push("[no stack]".to_owned());
+        }
+        samples.push_names(names.iter(), weight)?;
+        Ok(())
+    };
+    match metric {
+        Metric::Leaked => {
+            for l in &p.leaks {
+                push(&l.stack, l.memory, &mut samples)?;
+            }
+        }
+        _ => {
+            for s in p.stacks.iter() {
+                let w = match metric {
+                    Metric::Count => s.infos.alloc.count,
+                    Metric::Bytes => s.infos.alloc.sum,
+                    Metric::Peak => s.infos.global_peak.max(0) as u64,
+                    Metric::Leaked => unreachable!(),
+                };
+                push(&s.stack, w, &mut samples)?;
+            }
+        }
+    }
+    Ok(samples)
+}
+
+pub fn print(p: &Profile, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
+    let samples = samples(p, o.metric, o.by_line)?;
+    let direction = if o.bottom_up {
+        Direction::BottomUp
+    } else {
+        Direction::TopDown
+    };
+    let tree = CallTree::build(&samples, o.collapse, direction);
+    let opts = RenderOptions {
+        limit_percent: o.limit_percent,
+        max_level: o.max_level,
+    };
+    if o.json {
+        calltree::write_json(out, &tree, samples.routines(), o.metric.name(), &opts)?;
+        writeln!(out)?;
+    } else {
+        calltree::write_text(out, &tree, samples.routines(), o.metric.name(), &opts)?;
+    }
+    Ok(())
+}

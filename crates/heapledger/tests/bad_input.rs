@@ -1,0 +1,582 @@
+//! Acceptance point 6, bad input: `heapledger report` on a truncated file, a
+//! non-JSON file, JSON of another kind, an empty or missing file prints one
+//! clear line and exits non-zero; `heapledger run -- no-such-program` says so;
+//! an unknown option is refused; when the profile cannot be written the
+//! program still runs to its end and heapledger says where it could not write.
+//! Never a panic.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use support::*;
+
+/// `heapledger report FILE` fails with exactly one line on stderr that names
+/// the file and contains each of `words` (case-insensitive); returns it.
+fn report_fails(file: &Path, words: &[&str]) -> String {
+    let o = heapledger_cmd([Path::new("report"), file]);
+    let what = format!("heapledger report {}", file.display());
+    assert_no_panic(&o, &what);
+    assert_ne!(
+        o.code,
+        Some(0),
+        "{what}: exit code 0; stdout:\n{}",
+        o.stdout
+    );
+    assert!(o.code.is_some(), "{what}: killed by signal {:?}", o.signal);
+    assert_eq!(o.stdout, "", "{what}: printed on stdout");
+    let lines = o.stderr_lines();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: expected one line on stderr, got:\n{}",
+        o.stderr
+    );
+    let line = lines[0];
+    let name = file.file_name().unwrap().to_string_lossy();
+    assert!(
+        line.contains(name.as_ref()),
+        "{what}: the message does not name the file: {line}"
+    );
+    let lower = line.to_lowercase();
+    for w in words {
+        assert!(
+            lower.contains(&w.to_lowercase()),
+            "{what}: the message does not say `{w}`: {line}"
+        );
+    }
+    line.to_owned()
+}
+
+/// A real profile, recorded from `true`, to damage.
+fn recorded_profile(tmp: &TempDir) -> Vec<u8> {
+    let out = tmp.join("good.json");
+    let o = heapledger_cmd([
+        "run".as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--".as_ref(),
+        "true".as_ref(),
+    ]);
+    assert_eq!(o.code, Some(0), "heapledger run -- true: {}", o.stderr);
+    let bytes = std::fs::read(&out).unwrap();
+    // The untouched profile reports fine.
+    let r = heapledger_cmd([Path::new("report"), &out]);
+    assert_eq!(r.code, Some(0), "report of a good profile: {}", r.stderr);
+    assert_no_panic(&r, "report of a good profile");
+    bytes
+}
+
+#[test]
+fn report_on_a_truncated_profile() {
+    let tmp = TempDir::new("bad-truncated");
+    let good = recorded_profile(&tmp);
+    for (name, len) in [
+        ("half.json", good.len() / 2),
+        ("one-byte-short.json", good.len() - 2),
+        ("first-brace.json", 1),
+    ] {
+        let f = tmp.join(name);
+        std::fs::write(&f, &good[..len]).unwrap();
+        report_fails(&f, &["truncated"]);
+    }
+}
+
+#[test]
+fn report_on_a_file_that_is_not_json() {
+    let tmp = TempDir::new("bad-notjson");
+    let cases: [(&str, &[u8]); 4] = [
+        ("text.txt", b"hello world\nthis is not a profile\n"),
+        (
+            "binary.bin",
+            &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0xff, 0xfe],
+        ),
+        ("trailing.json", b"{\"run\": {}} garbage"),
+        ("csv.json", b"a,b,c\n1,2,3\n"),
+    ];
+    for (name, bytes) in cases {
+        let f = tmp.join(name);
+        std::fs::write(&f, bytes).unwrap();
+        report_fails(&f, &["not", "JSON"]);
+    }
+}
+
+#[test]
+fn report_on_json_of_another_kind() {
+    let tmp = TempDir::new("bad-otherjson");
+    let cases = [
+        ("object.json", r#"{"name": "x", "values": [1, 2, 3]}"#),
+        ("array.json", "[1, 2, 3]"),
+        ("string.json", r#""a string""#),
+        ("number.json", "42"),
+        (
+            "package.json",
+            r#"{"name": "pkg", "version": "1.0.0", "dependencies": {}}"#,
+        ),
+    ];
+    for (name, text) in cases {
+        let f = tmp.join(name);
+        std::fs::write(&f, text).unwrap();
+        report_fails(&f, &["not a", "profile"]);
+    }
+    // DHAT's JSON is a memory profile too, but not this kind.
+    let f = tmp.join("dhat.json");
+    std::fs::write(
+        &f,
+        r#"{"dhatFileVersion":2,"mode":"heap","verb":"Allocated","bklt":true,"bkacc":true,"tu":"instrs","Mtu":"Minstr","tuth":500,"cmd":"./a","pid":1,"te":10,"tg":5,"pps":[],"ftbl":["[root]"]}"#,
+    )
+    .unwrap();
+    report_fails(&f, &["not a", "profile"]);
+}
+
+#[test]
+fn report_on_an_empty_file() {
+    let tmp = TempDir::new("bad-empty");
+    for (name, text) in [("empty.json", ""), ("blank.json", " \n\t\n")] {
+        let f = tmp.join(name);
+        std::fs::write(&f, text).unwrap();
+        report_fails(&f, &["empty"]);
+    }
+}
+
+#[test]
+fn report_on_a_missing_file() {
+    let tmp = TempDir::new("bad-missing");
+    report_fails(&tmp.join("no-such-profile.json"), &["does not exist"]);
+    report_fails(
+        &tmp.join("no-dir/no-such-profile.json"),
+        &["does not exist"],
+    );
+}
+
+#[test]
+fn report_on_a_directory() {
+    let tmp = TempDir::new("bad-dir");
+    let d = tmp.join("a-directory.json");
+    std::fs::create_dir(&d).unwrap();
+    let line = report_fails(&d, &["directory"]);
+    // One clear line: the reason is said once.
+    assert_eq!(
+        line.matches("Is a directory").count(),
+        1,
+        "the reason is repeated: {line}"
+    );
+}
+
+#[test]
+fn report_into_a_closed_pipe_does_not_panic() {
+    // `heapledger report FILE | head -0`: stdout is closed before heapledger
+    // writes. It may stop early, but without a panic.
+    let tmp = TempDir::new("bad-pipe");
+    recorded_profile(&tmp);
+    let mut child = Command::new(heapledger())
+        .arg("report")
+        .arg(tmp.join("good.json"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "heapledger report into a closed pipe panicked:\n{stderr}"
+    );
+    assert!(
+        stderr.lines().count() <= 1,
+        "heapledger report into a closed pipe printed more than one line:\n{stderr}"
+    );
+}
+
+#[test]
+fn run_no_such_program() {
+    let tmp = TempDir::new("bad-noprog");
+    let out = tmp.join("p.json");
+    for quiet in [false, true] {
+        let mut args = vec!["run"];
+        if quiet {
+            args.push("-q");
+        }
+        args.extend([
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "no-such-program-heapledger",
+        ]);
+        let mut c = Command::new(heapledger());
+        c.args(&args).current_dir(tmp.path());
+        let o = run(c, DEFAULT_LIMIT);
+        let what = format!("heapledger {}", args.join(" "));
+        assert_no_panic(&o, &what);
+        assert!(
+            matches!(o.code, Some(c) if c != 0),
+            "{what}: exit status {:?}/{:?}",
+            o.code,
+            o.signal
+        );
+        let lines = o.stderr_lines();
+        assert_eq!(lines.len(), 1, "{what}: expected one line:\n{}", o.stderr);
+        assert!(
+            lines[0].contains("no-such-program-heapledger"),
+            "{what}: the message does not name the program: {}",
+            lines[0]
+        );
+        assert!(
+            lines[0].to_lowercase().contains("no such program"),
+            "{what}: the message does not say there is no such program: {}",
+            lines[0]
+        );
+        assert!(!out.exists(), "{what}: wrote a profile anyway");
+    }
+    // Nothing was left in the working directory either.
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
+}
+
+/// A program the recorder cannot reach (statically linked), or that dies
+/// by SIGKILL, or of a fault that no handler may catch, before it can write
+/// anything: it runs as it would alone, its
+/// output and exit code pass through (1 in place of 0, as no profile was
+/// made), and heapledger says in one line why there is no profile.
+#[test]
+fn run_a_program_that_leaves_no_data() {
+    let tmp = TempDir::new("bad-nodata");
+    let stat = compile("exit_with.c", tmp.path(), &["-static"]);
+    std::fs::create_dir(tmp.join("dyn")).unwrap();
+    let dynamic = compile("exit_with.c", &tmp.join("dyn"), &[]);
+    let out = tmp.join("p.json");
+    // (program, its argument, heapledger's exit code, the plain run's
+    // signal, what heapledger's line says)
+    type Case<'a> = (&'a Path, &'a str, Option<i32>, Option<i32>, &'a str);
+    let cases: [Case; 6] = [
+        (&stat, "0", Some(1), None, "it is statically linked"),
+        (&stat, "3", Some(3), None, "it is statically linked"),
+        (&stat, "kill", Some(137), Some(9), "killed by SIGKILL"),
+        (&dynamic, "kill", Some(137), Some(9), "killed by SIGKILL"),
+        (
+            &stat,
+            "blocked-segv",
+            Some(139),
+            Some(11),
+            "it is statically linked",
+        ),
+        (
+            &dynamic,
+            "blocked-segv",
+            Some(139),
+            Some(11),
+            "killed by signal 11 (SIGSEGV) before it could write it",
+        ),
+    ];
+    for (exe, arg, code, plain_signal, why) in cases {
+        let mut c = Command::new(heapledger());
+        c.arg("run").arg("-o").arg(&out).arg("--").arg(exe).arg(arg);
+        let o = run(c, DEFAULT_LIMIT);
+        let what = format!("heapledger run -- {} {arg}", exe.display());
+        assert_no_panic(&o, &what);
+        assert_eq!(o.code, code, "{what}: {}", o.stderr);
+        assert_eq!(o.stdout, "ran\n", "{what}");
+        let lines = o.stderr_lines();
+        assert_eq!(lines.len(), 1, "{what}: expected one line:\n{}", o.stderr);
+        assert!(
+            lines[0].contains(&exe.display().to_string()) && lines[0].contains(why),
+            "{what}: the message does not name the program and say `{why}`: {}",
+            lines[0]
+        );
+        assert!(!out.exists(), "{what}: wrote a profile anyway");
+        let mut plain = Command::new(exe);
+        plain.arg(arg);
+        let plain = run(plain, DEFAULT_LIMIT);
+        assert_eq!(plain.signal, plain_signal, "{what}: the plain run");
+    }
+}
+
+/// `heapledger ARGS` (with `{touch}` replaced by a command that creates a
+/// marker file) is refused: non-zero exit, a message naming `bad` and saying
+/// what is wrong with it, and the program does not run.
+fn refused(args: &[&str], bad: &str) {
+    let tmp = TempDir::new("bad-option");
+    let marker = tmp.join("marker");
+    let touch = format!("touch '{}'", marker.display());
+    let args: Vec<String> = args.iter().map(|a| a.replace("{touch}", &touch)).collect();
+    let o = heapledger_cmd(&args);
+    let what = format!("heapledger {}", args.join(" "));
+    assert_no_panic(&o, &what);
+    assert!(
+        matches!(o.code, Some(c) if c != 0),
+        "{what}: exit status {:?}/{:?}",
+        o.code,
+        o.signal
+    );
+    assert!(
+        !marker.exists(),
+        "{what}: the program ran despite the bad option"
+    );
+    assert!(
+        o.stderr.contains(bad),
+        "{what}: the message does not name `{bad}`:\n{}",
+        o.stderr
+    );
+    let lower = o.stderr.to_lowercase();
+    assert!(
+        [
+            "unexpected argument",
+            "unknown",
+            "unrecognized",
+            "invalid value"
+        ]
+        .iter()
+        .any(|w| lower.contains(w)),
+        "{what}: the message does not say that `{bad}` is not an option heapledger knows:\n{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn unknown_top_level_option_is_refused() {
+    refused(&["--frobnicate"], "--frobnicate");
+}
+
+#[test]
+fn unknown_run_option_is_refused() {
+    // Before `--`, an unknown option is an unknown option, not a program.
+    refused(
+        &["run", "--frobnicate", "--", "sh", "-c", "{touch}"],
+        "--frobnicate",
+    );
+    refused(&["run", "-Z", "--", "sh", "-c", "{touch}"], "-Z");
+}
+
+#[test]
+fn bad_run_option_value_is_refused() {
+    refused(
+        &["run", "--stack", "sideways", "--", "sh", "-c", "{touch}"],
+        "sideways",
+    );
+    refused(
+        &["run", "--max-depth", "0", "--", "sh", "-c", "{touch}"],
+        "0",
+    );
+    refused(
+        &["run", "--sample-every", "12X", "--", "sh", "-c", "{touch}"],
+        "12X",
+    );
+}
+
+#[test]
+fn unknown_report_option_is_refused() {
+    refused(&["report", "--bogus", "x.json"], "--bogus");
+}
+
+/// One line on stderr, exit 2, saying what was meant.
+fn suggests(args: &[&str], meant: &str) {
+    let o = heapledger_cmd(args);
+    let what = format!("heapledger {}", args.join(" "));
+    assert_no_panic(&o, &what);
+    assert_eq!(o.code, Some(2), "{what}: {}", o.stderr);
+    assert_eq!(o.stderr.trim().lines().count(), 1, "{what}:\n{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!("did you mean '{meant}'?")),
+        "{what}: no suggestion of {meant}:\n{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn a_mistyped_option_or_command_gets_a_suggestion() {
+    suggests(&["run", "--stak", "fp", "--", "true"], "--stack");
+    suggests(&["report", "--tpo", "3", "x.json"], "--top");
+    suggests(&["tree", "--metirc", "bytes", "x.json"], "--metric");
+    suggests(&["rnu", "--", "true"], "run");
+}
+
+#[test]
+fn no_arguments_lists_the_commands() {
+    let o = heapledger_cmd(std::iter::empty::<&str>());
+    assert_no_panic(&o, "heapledger");
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    for command in ["run", "report", "tree", "callgrind"] {
+        assert!(
+            o.stderr
+                .lines()
+                .any(|l| l.trim_start().starts_with(command)),
+            "`heapledger` alone does not list {command}:\n{}",
+            o.stderr
+        );
+    }
+}
+
+#[test]
+fn a_negative_limit_is_an_invalid_value() {
+    let o = heapledger_cmd(["tree", "--limit", "-1", "x.json"]);
+    assert_no_panic(&o, "tree --limit -1");
+    assert_eq!(o.code, Some(2));
+    assert!(
+        o.stderr.contains("invalid value '-1'") && o.stderr.contains("percentage"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// `heapledger run -o OUT -- sh -c '...'` where OUT cannot be written: the
+/// program runs to its end (its marker file exists, its output passed on),
+/// heapledger exits non-zero and names OUT.
+fn unwritable_output(tmp: &TempDir, out: &Path) {
+    let marker = tmp.join("marker");
+    let _ = std::fs::remove_file(&marker);
+    let script = format!(
+        "x=$(echo ran to the end); echo \"$x\" > '{}'; echo program output",
+        marker.display()
+    );
+    for quiet in [true, false] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref()];
+        if quiet {
+            args.push("-q".as_ref());
+        }
+        args.extend([
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--".as_ref(),
+            "sh".as_ref(),
+            "-c".as_ref(),
+            script.as_ref(),
+        ]);
+        let o = heapledger_cmd(&args);
+        let what = format!("heapledger run -o {} (quiet: {quiet})", out.display());
+        assert_no_panic(&o, &what);
+        assert_eq!(
+            std::fs::read_to_string(&marker).ok().as_deref(),
+            Some("ran to the end\n"),
+            "{what}: the program did not run to its end"
+        );
+        assert_eq!(o.stdout, "program output\n", "{what}: the program's output");
+        assert!(
+            matches!(o.code, Some(c) if c != 0),
+            "{what}: exit status {:?}/{:?}: the profile was not written, heapledger must not exit 0",
+            o.code,
+            o.signal
+        );
+        let out_s = out.display().to_string();
+        assert!(
+            o.stderr.lines().any(|l| l.contains(&out_s)),
+            "{what}: stderr does not name {out_s}:\n{}",
+            o.stderr
+        );
+        assert!(!out.exists(), "{what}: a profile is there after all");
+        std::fs::remove_file(&marker).unwrap();
+    }
+}
+
+#[test]
+fn run_with_an_output_directory_under_a_regular_file() {
+    let tmp = TempDir::new("bad-out-file");
+    std::fs::write(tmp.join("file.txt"), "a regular file\n").unwrap();
+    unwritable_output(&tmp, &tmp.join("file.txt/sub/p.json"));
+    unwritable_output(&tmp, &tmp.join("file.txt/p.json"));
+}
+
+#[test]
+fn run_with_an_output_directory_that_cannot_be_created() {
+    let tmp = TempDir::new("bad-out-proc");
+    unwritable_output(&tmp, Path::new("/proc/nonexistent/x/p.json"));
+}
+
+#[test]
+fn run_with_an_output_path_that_is_a_directory() {
+    let tmp = TempDir::new("bad-out-dir");
+    let d = tmp.join("already-a-dir.json");
+    std::fs::create_dir(&d).unwrap();
+    let marker = tmp.join("marker");
+    let o = heapledger_cmd([
+        "run".as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        d.as_os_str(),
+        "--".as_ref(),
+        "sh".as_ref(),
+        "-c".as_ref(),
+        format!("touch '{}'", marker.display()).as_ref(),
+    ]);
+    assert_no_panic(&o, "heapledger run -o DIR");
+    assert!(marker.exists(), "the program did not run");
+    assert!(matches!(o.code, Some(c) if c != 0), "exit {:?}", o.code);
+    assert!(
+        o.stderr.contains(&d.display().to_string()),
+        "stderr does not name {}:\n{}",
+        d.display(),
+        o.stderr
+    );
+}
+
+/// An earlier profile at the output path is replaced (a new file: see
+/// `clear_old_output`); an output path that is a symbolic link is written
+/// through, the link stays; a file with a second name is written in place,
+/// so both names show the new profile.
+#[test]
+fn run_over_an_earlier_output() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = TempDir::new("out-again");
+    let run = |out: &Path| {
+        let o = Cmd::new("sh")
+            .args(["-c", "echo program output"])
+            .run_heapledger(out, &[]);
+        assert_no_panic(&o, "heapledger run over an earlier output");
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        assert_eq!(o.stdout, "program output\n");
+    };
+    let is_profile = |p: &Path| heapledger_profile::Profile::from_path(p).is_ok();
+
+    let plain = tmp.join("p.json");
+    std::fs::write(&plain, "an earlier profile").unwrap();
+    run(&plain);
+    assert!(is_profile(&plain), "{} was not replaced", plain.display());
+    run(&plain);
+    assert!(
+        is_profile(&plain),
+        "the second run over {}",
+        plain.display()
+    );
+
+    let target = tmp.join("target.json");
+    let link = tmp.join("link.json");
+    std::fs::write(&target, "an earlier profile").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    run(&link);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(is_profile(&target), "not written through the link");
+
+    let first = tmp.join("first.json");
+    let second = tmp.join("second.json");
+    std::fs::write(&first, "an earlier profile").unwrap();
+    std::fs::hard_link(&first, &second).unwrap();
+    run(&first);
+    assert!(is_profile(&first) && is_profile(&second));
+    assert_eq!(
+        std::fs::metadata(&first).unwrap().ino(),
+        std::fs::metadata(&second).unwrap().ino()
+    );
+}
+
+/// `$TMPDIR` names a directory that does not exist: the program's dumps go
+/// to /tmp instead, the program runs and its profile is written.
+#[test]
+fn run_with_a_temporary_directory_that_does_not_exist() {
+    let tmp = TempDir::new("bad-tmpdir");
+    let out = tmp.join("p.json");
+    let cmd = Cmd::new("sh")
+        .args(["-c", "echo program output; exit 3"])
+        .env("TMPDIR", tmp.join("no/such/dir"));
+    let o = cmd.run_heapledger(&out, &[]);
+    assert_no_panic(&o, "heapledger run with TMPDIR missing");
+    assert_eq!(o.stdout, "program output\n");
+    assert_eq!(o.code, Some(3), "{}", o.stderr);
+    assert_eq!(o.stderr, "");
+    assert!(out.exists(), "no profile");
+}

@@ -1,0 +1,300 @@
+//! Helpers shared by the `exact_*` integration tests: compile a C/C++
+//! program from `tests/programs` into a scratch directory, run it under
+//! `heapledger run`, and look things up in the profile it writes.
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use heapledger_profile::{Addr, Leak, MinMaxSum, Profile, StackStat};
+
+/// A fresh directory under the system's temp dir, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("heapledger-exact-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn programs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
+}
+
+/// The line of `tests/programs/<source>` that holds the marker comment
+/// `SITE:<name>` (exactly one line must).
+pub fn site_line(source: &str, name: &str) -> u32 {
+    let text = std::fs::read_to_string(programs_dir().join(source)).unwrap();
+    let marker_name = |line: &str| -> Option<String> {
+        let rest = line.split("SITE:").nth(1)?;
+        Some(
+            rest.chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect(),
+        )
+    };
+    let lines: Vec<u32> = (1..)
+        .zip(text.lines())
+        .filter(|(_, l)| marker_name(l).as_deref() == Some(name))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "marker SITE:{name} in {source}: lines {lines:?}"
+    );
+    lines[0]
+}
+
+/// Compiles `sources` (in `tests/programs`; an absolute path, such as a
+/// library built by the test, is taken as is) with `compiler` ("cc", "c++")
+/// and `flags` into `out`; panics with the compiler's messages on failure.
+pub fn compile(compiler: &str, sources: &[&str], flags: &[&str], out: &Path) {
+    let dir = programs_dir();
+    let output = Command::new(compiler)
+        .args(flags)
+        .arg("-I")
+        .arg(&dir)
+        .arg("-o")
+        .arg(out)
+        .args(sources.iter().map(|s| dir.join(s)))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
+    assert!(
+        output.status.success(),
+        "{compiler} {sources:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The flags of the call-site tests: line tables, light optimization, and
+/// no builtin malloc/free (gcc removes pairs it can see through otherwise).
+pub const SITE_FLAGS: &[&str] = &["-g", "-O1", "-fno-builtin", "-fno-omit-frame-pointer"];
+
+/// Builds a C test program that uses threads, with `SITE_FLAGS`, as
+/// `dir/<name>` where the source is `<name>.c`; returns its path.
+#[allow(dead_code)]
+pub fn compile_threaded(name: &str, dir: &Scratch) -> PathBuf {
+    let exe = dir.join(name);
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.push("-pthread");
+    compile("cc", &[&format!("{name}.c")], &flags, &exe);
+    exe
+}
+
+/// `heapledger run -q --stack <stack> -o <out> -- <program> <args>`.
+pub fn heapledger_run<S: AsRef<OsStr>>(
+    stack: &str,
+    out: &Path,
+    program: &Path,
+    args: &[S],
+) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--stack", stack, "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("cannot run heapledger")
+}
+
+/// `heapledger_run`, for a program that might hang under the recorder (see
+/// `output_within`).
+pub fn heapledger_run_within<S: AsRef<OsStr>>(
+    stack: &str,
+    out: &Path,
+    program: &Path,
+    args: &[S],
+    limit: std::time::Duration,
+) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_heapledger"));
+    cmd.args(["run", "-q", "--stack", stack, "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .args(args);
+    output_within(cmd, limit)
+}
+
+/// The output of `cmd` (a `heapledger run` of a program that might hang under
+/// the recorder), run in a process group of its own, which is killed
+/// (heapledger and the program) when it has not ended after `limit`; the
+/// test then fails saying so.
+pub fn output_within(mut cmd: Command, limit: std::time::Duration) -> Output {
+    use std::os::unix::process::CommandExt;
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("cannot run heapledger");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("waiting for heapledger").is_none() {
+        if start.elapsed() > limit {
+            // SAFETY: signalling the test's own process group.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            panic!(
+                "{what} still ran after {} s: it hangs (killed)",
+                limit.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child
+        .wait_with_output()
+        .expect("cannot read heapledger's output")
+}
+
+/// Runs `program` under heapledger in `stack` mode with the profile written to
+/// `dir/p.json`; asserts that it exited 0 and returns the profile and stdout.
+pub fn profile_of<S: AsRef<OsStr>>(
+    stack: &str,
+    dir: &Scratch,
+    program: &Path,
+    args: &[S],
+) -> (Profile, String) {
+    let out = dir.join("p.json");
+    let o = heapledger_run(stack, &out, program, args);
+    assert!(
+        o.status.success(),
+        "heapledger run {} failed ({}):\n{}",
+        program.display(),
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let profile = Profile::from_path(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    (profile, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// Whether a symbolized function name is `name`: C names match exactly,
+/// demangled C++ names up to their parameter list.
+pub fn is_fn(actual: &str, name: &str) -> bool {
+    actual == name || (actual.starts_with(name) && actual[name.len()..].starts_with('('))
+}
+
+/// One frame as (function, line); "??" when the profile cannot name it.
+pub fn frame(p: &Profile, addr: Addr) -> (String, Option<u32>) {
+    match p.resolve_addr(addr) {
+        Some(s) => (s.function.to_owned(), s.line),
+        None => ("??".to_owned(), None),
+    }
+}
+
+/// A stack in words, for failure messages.
+pub fn describe(p: &Profile, stack: &[Addr]) -> String {
+    let names: Vec<String> = stack
+        .iter()
+        .map(|&a| match p.resolve_addr(a) {
+            Some(s) => format!("{}:{}", s.function, s.line.unwrap_or(0)),
+            None => format!("{a}"),
+        })
+        .collect();
+    format!("[{}]", names.join(" <- "))
+}
+
+/// Whether `stack` starts with the frames `want` (function, line), leaf first.
+pub fn starts_with(p: &Profile, stack: &[Addr], want: &[(&str, u32)]) -> bool {
+    stack.len() >= want.len()
+        && stack.iter().zip(want).all(|(&a, &(f, l))| {
+            let (func, line) = frame(p, a);
+            is_fn(&func, f) && line == Some(l)
+        })
+}
+
+/// Every stack whose first frame (the caller of the allocator) is
+/// `function` at `line`.
+pub fn stacks_at<'a>(p: &'a Profile, function: &str, line: u32) -> Vec<&'a StackStat> {
+    p.stacks
+        .iter()
+        .filter(|s| starts_with(p, &s.stack, &[(function, line)]))
+        .collect()
+}
+
+/// The counters of one call site, summed over its stacks (the compiler may
+/// copy a call site, e.g. when it unrolls a loop, giving several addresses
+/// for one source line).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Site {
+    pub stacks: usize,
+    pub alloc: MinMaxSum,
+    pub free: MinMaxSum,
+    pub count_zeros: i64,
+    pub alive_req: i64,
+    pub global_peak: i64,
+    pub realloc_count: u64,
+    pub realloc_sum_delta: i64,
+}
+
+pub fn site(p: &Profile, function: &str, line: u32) -> Site {
+    let mut s = Site::default();
+    for st in stacks_at(p, function, line) {
+        let i = &st.infos;
+        s.stacks += 1;
+        s.alloc.merge(&i.alloc);
+        s.free.merge(&i.free);
+        s.count_zeros += i.count_zeros;
+        s.alive_req += i.alive_req;
+        s.global_peak += i.global_peak;
+        s.realloc_count += i.realloc_count;
+        s.realloc_sum_delta += i.realloc_sum_delta;
+    }
+    s
+}
+
+pub fn mms(count: u64, min: u64, max: u64, sum: u64) -> MinMaxSum {
+    MinMaxSum {
+        count,
+        min,
+        max,
+        sum,
+    }
+}
+
+/// The leaks that `heapledger.runtimeLeaks` does not mark as the runtime's.
+pub fn program_leaks(p: &Profile) -> Vec<&Leak> {
+    let runtime = p.runtime_leaks();
+    p.leaks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !runtime.contains(i))
+        .map(|(_, l)| l)
+        .collect()
+}
+
+/// Program leaks in words, for failure messages.
+pub fn describe_leaks(p: &Profile, leaks: &[&Leak]) -> String {
+    leaks
+        .iter()
+        .map(|l| {
+            format!(
+                "\n  {} blocks, {} bytes at {}",
+                l.count,
+                l.memory,
+                describe(p, &l.stack)
+            )
+        })
+        .collect()
+}

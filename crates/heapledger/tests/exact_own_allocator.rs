@@ -1,0 +1,92 @@
+//! A program whose executable defines `malloc`, `free`, `calloc` and
+//! `realloc` itself (`tests/programs/own_allocator.c`), as one with an
+//! allocator linked in does: the dynamic linker finds those definitions
+//! before heapledger's, so their calls cannot be recorded. The program runs
+//! as it would alone, and heapledger says which functions it could not see,
+//! in the profile, the summary, and one line under `-q`, rather than
+//! showing an empty profile with no word why.
+
+mod common;
+
+use common::*;
+use heapledger_profile::{Profile, Unhooked};
+use std::process::Command;
+
+const SRC: &str = "own_allocator.c";
+
+fn build(dir: &Scratch, own: bool, flags: &[&str]) -> std::path::PathBuf {
+    let exe = dir.join(if own { "own" } else { "glibc" });
+    let mut all = SITE_FLAGS.to_vec();
+    all.extend(flags);
+    if own {
+        all.push("-DOWN_ALLOCATOR");
+    }
+    compile("cc", &[SRC], &all, &exe);
+    exe
+}
+
+#[test]
+fn an_allocator_defined_by_the_executable_is_named() {
+    let dir = Scratch::new("own-allocator");
+    let exe = build(&dir, true, &[]);
+    let out = dir.join("p.json");
+    let o = heapledger_run("dwarf", &out, &exe, &[] as &[&str]);
+    assert_eq!(o.status.code(), Some(6), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "own\n");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "heapledger: own defines malloc, free, calloc, realloc itself, before heapledger's: those calls are not in the profile\n"
+    );
+    let p = Profile::from_path(&out).unwrap();
+    let ext = p.heapledger.as_ref().unwrap();
+    assert_eq!(
+        ext.unhooked,
+        Some(Unhooked {
+            functions: ["malloc", "free", "calloc", "realloc"]
+                .map(String::from)
+                .to_vec(),
+            by: exe.display().to_string(),
+        })
+    );
+    assert_eq!(p.call_totals().malloc.count, 0, "no malloc was seen");
+
+    // The summary says it too.
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("report")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("Not seen"))
+        .unwrap_or_else(|| panic!("no `Not seen` row:\n{text}"));
+    assert!(
+        row.contains("calls of malloc, free, calloc, realloc (own defines them itself"),
+        "{row}"
+    );
+}
+
+/// Also built without PIE, where taking malloc's address gives the
+/// executable a PLT entry that every lookup of `malloc` returns: a symbol
+/// of the executable's, but not a definition (node's case).
+#[test]
+fn glibc_allocator_is_seen_and_nothing_is_named() {
+    for (tag, flags) in [("pie", &[][..]), ("no-pie", &["-fno-pie", "-no-pie"][..])] {
+        let dir = Scratch::new(&format!("own-allocator-glibc-{tag}"));
+        let exe = build(&dir, false, flags);
+        let out = dir.join("p.json");
+        let o = heapledger_run("dwarf", &out, &exe, &[] as &[&str]);
+        assert_eq!(o.status.code(), Some(6), "{tag}: {o:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stderr), "", "{tag}");
+        let p = Profile::from_path(&out).unwrap();
+        assert_eq!(p.heapledger.as_ref().unwrap().unhooked, None, "{tag}");
+        let s = site(&p, "make", site_line(SRC, "make"));
+        assert_eq!(s.alloc, mms(3, 100, 300, 600), "{tag}: {s:?}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            !text.contains("\"unhooked\""),
+            "{tag}: written only when needed"
+        );
+    }
+}

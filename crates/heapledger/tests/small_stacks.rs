@@ -1,0 +1,38 @@
+//! Allocations where the program has little stack left: a thread started
+//! with `PTHREAD_STACK_MIN`, a coroutine on a 16 KiB stack, a signal handler
+//! on a small `sigaltstack`, glibc's timer threads. The program fits in
+//! them alone; under heapledger it must too (the recorder takes a stack of its
+//! own there, `side.rs`), in every stack mode, with exact counts and the
+//! allocating function named; and `exit` called on such a thread writes the
+//! profile there. `tests/programs/small_stacks.c`.
+
+mod common;
+
+use common::*;
+use heapledger_profile::Profile;
+
+const SRC: &str = "small_stacks.c";
+
+#[test]
+fn little_stack_left_is_enough() {
+    let dir = Scratch::new("small-stacks");
+    let exe = compile_threaded("small_stacks", &dir);
+    let line = site_line(SRC, "leaf");
+    for what in ["thread", "coroutine", "altstack", "timer"] {
+        for stack in ["dwarf", "fp", "none"] {
+            let (p, out) = profile_of(stack, &dir, &exe, &[what]);
+            assert_eq!(out, "ok\n", "{what} --stack {stack}");
+            if stack == "none" {
+                continue;
+            }
+            let s = site(&p, "leaf", line);
+            assert_eq!(s.alloc, mms(100, 40, 40, 4000), "{what} --stack {stack}");
+            assert_eq!(s.free.count, 100, "{what} --stack {stack}");
+        }
+    }
+    let out = dir.join("exit.json");
+    let o = heapledger_run("dwarf", &out, &exe, &["exit"]);
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    let p = Profile::from_path(&out).expect("the profile written on the small stack");
+    assert_eq!(site(&p, "leaf", line).alloc.count, 100);
+}

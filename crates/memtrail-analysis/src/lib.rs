@@ -1,5 +1,0 @@
-//! Analyses over profiles: call trees with recursion collapsing and the text
-//! summary. Pure functions over `memtrail-profile` data; no I/O of their own.
-
-pub mod calltree;
-pub mod summary;
