@@ -1,8 +1,9 @@
 //! Command-line parsing into plain option structs, and dispatch.
 
-use crate::run::{self, RunOptions};
+use crate::options::{RunOptions, StackArg};
+use crate::run;
 use anyhow::Result;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -16,16 +17,6 @@ use std::path::PathBuf;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum StackArg {
-    /// DWARF CFI unwinding: right on code built without frame pointers.
-    Dwarf,
-    /// Frame-pointer walk: fast, right only on code built with frame pointers.
-    Fp,
-    /// No stacks: counts, sizes and live blocks only.
-    None,
 }
 
 #[derive(Subcommand, Debug)]

@@ -138,7 +138,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     let own = d
         .modules
         .iter()
-        .filter(|m| m.path.ends_with(crate::run::PRELOAD_NAME))
+        .filter(|m| m.path.ends_with(crate::preload::PRELOAD_NAME))
         .map(|m| (m.start, m.end))
         .reduce(|(lo, hi), (s, e)| (lo.min(s), hi.max(e)))
         .filter(|&(lo, hi)| addrs.iter().any(|a| (lo..hi).contains(a)));

@@ -6,64 +6,13 @@
 //! ignores SIGINT and SIGQUIT (as `time` does) so that Ctrl-C reaches the
 //! program, which writes its profile as it dies.
 
-use crate::cli::StackArg;
 use crate::convert::ProcessEnd;
+use crate::options::{RunOptions, StackArg};
+use crate::preload::find_preload;
 use anyhow::{bail, Context, Result};
-use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Plain options of `heapledger run`.
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    pub program: OsString,
-    pub args: Vec<OsString>,
-    pub output: Option<PathBuf>,
-    pub stack: StackArg,
-    pub max_depth: u32,
-    pub follow: bool,
-    pub sample_every: Option<u64>,
-    /// Time every block's lifetime (`lifetimes=exact`), not a sample of
-    /// each stack's blocks.
-    pub exact_lifetimes: bool,
-    pub top: usize,
-    pub quiet: bool,
-    /// How long to wait, once the program has ended, for the processes it
-    /// started that still run (followed children only).
-    pub wait_children: std::time::Duration,
-}
-
-pub const PRELOAD_NAME: &str = "libheapledger_preload.so";
-
-/// The recorder library: `HEAPLEDGER_PRELOAD`, else beside this executable
-/// (as `cargo build` leaves it), else in `../lib/heapledger/`.
-pub fn find_preload() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("HEAPLEDGER_PRELOAD") {
-        let p = PathBuf::from(p);
-        if p.is_file() {
-            return Ok(p);
-        }
-        bail!(
-            "HEAPLEDGER_PRELOAD names {}, which is not a file",
-            p.display()
-        );
-    }
-    let exe = std::env::current_exe().context("cannot locate the heapledger executable")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [
-        dir.join(PRELOAD_NAME),
-        dir.join("../lib/heapledger").join(PRELOAD_NAME),
-    ] {
-        if cand.is_file() {
-            return Ok(cand.canonicalize().unwrap_or(cand));
-        }
-    }
-    bail!(
-        "the recorder library {PRELOAD_NAME} is not beside {} (build it with `cargo build --workspace`)",
-        exe.display()
-    )
-}
 
 /// The directory the program's processes leave their dumps in: under
 /// `$TMPDIR`, or where that cannot be, under /tmp, /var/tmp or /dev/shm.

@@ -174,7 +174,7 @@ impl Live {
     /// Looks up the addresses of the stacks the recorder published since the
     /// last call, so that building the profile finds them done.
     fn symbolize_new(&mut self, symbols: &Symbols, pid: u32, maps: &str) {
-        let name = crate::run::PRELOAD_NAME;
+        let name = crate::preload::PRELOAD_NAME;
         if self.failed {
             return;
         }
@@ -236,7 +236,7 @@ fn warm(symbols: &Symbols, maps: &str, warmed: &mut HashSet<PathBuf>) {
         // information is the largest of a small program's.
         if !m.executable()
             || !m.path.starts_with('/')
-            || m.path.ends_with(crate::run::PRELOAD_NAME)
+            || m.path.ends_with(crate::preload::PRELOAD_NAME)
             || warmed.contains(Path::new(m.path))
         {
             continue;

@@ -1,0 +1,35 @@
+//! The plain option types of the commands, below everything that uses them:
+//! `cli` parses the command line into them, `run` and the others take them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum, PartialEq, Eq)]
+pub enum StackArg {
+    /// DWARF CFI unwinding: right on code built without frame pointers.
+    Dwarf,
+    /// Frame-pointer walk: fast, right only on code built with frame pointers.
+    Fp,
+    /// No stacks: counts, sizes and live blocks only.
+    None,
+}
+
+/// Plain options of `heapledger run`.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub output: Option<PathBuf>,
+    pub stack: StackArg,
+    pub max_depth: u32,
+    pub follow: bool,
+    pub sample_every: Option<u64>,
+    /// Time every block's lifetime (`lifetimes=exact`), not a sample of
+    /// each stack's blocks.
+    pub exact_lifetimes: bool,
+    pub top: usize,
+    pub quiet: bool,
+    /// How long to wait, once the program has ended, for the processes it
+    /// started that still run (followed children only).
+    pub wait_children: std::time::Duration,
+}
