@@ -44,7 +44,7 @@ fn sites(maps: &str, addrs: &[u64]) -> Vec<(String, Option<u32>)> {
 fn reads_the_stacks_published_so_far_while_the_program_runs() {
     let dir = TempDir::new("live");
     let exe = compile("live_steps.c", dir.path(), &[]);
-    let preload = heapledger::run::find_preload().unwrap();
+    let preload = heapledger::preload::find_preload().unwrap();
     let dumps = dir.join("dumps");
     std::fs::create_dir(&dumps).unwrap();
     let mut child = Command::new(&exe)
@@ -65,7 +65,7 @@ fn reads_the_stacks_published_so_far_while_the_program_runs() {
     };
     let symbol = Symbols::symbol_address(&preload, heapledger_wire::REGISTRY_SYMBOL)
         .expect("the recorder exports its stack registry");
-    let name = heapledger::run::PRELOAD_NAME;
+    let name = heapledger::preload::PRELOAD_NAME;
     let maps = || std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     let first = (
         "first_site".to_owned(),
@@ -128,14 +128,14 @@ fn no_registry_without_the_recorder() {
     // This test process has no recorder mapped.
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     let symbol = Symbols::symbol_address(
-        &heapledger::run::find_preload().unwrap(),
+        &heapledger::preload::find_preload().unwrap(),
         heapledger_wire::REGISTRY_SYMBOL,
     )
     .unwrap();
     assert!(LiveStacks::locate(
         std::process::id(),
         &maps,
-        heapledger::run::PRELOAD_NAME,
+        heapledger::preload::PRELOAD_NAME,
         symbol
     )
     .is_none());

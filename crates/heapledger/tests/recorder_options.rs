@@ -330,7 +330,7 @@ fn errno_and_return_values_are_the_allocators() {
     }
     // Preloaded in a process that does not record (no dump directory, as
     // in a child that is not followed): the lean paths, same answers.
-    let preload = heapledger::run::find_preload().unwrap();
+    let preload = heapledger::preload::find_preload().unwrap();
     for opts in ["stack=dwarf", "sample=4096"] {
         let o = Command::new(&exe)
             .arg("errno")
