@@ -102,6 +102,13 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Turn the raw data that interrupted runs left behind into profiles,
+    /// and remove it.
+    Recover {
+        /// The directory to write the profiles in.
+        #[arg(short, long, value_name = "DIR", default_value = ".")]
+        output: PathBuf,
+    },
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
@@ -242,6 +249,7 @@ pub fn main() -> Result<u8> {
             eprintln!("heapledger: callgrind file written to {}", out.display());
             Ok(0)
         }
+        Command::Recover { output } => crate::recover::recover(&output),
         Command::Report { file, top } => {
             let profile = heapledger_profile::Profile::from_path(&file)?;
             let summary = heapledger_analysis::summary::Summary::from_profile(

@@ -6,19 +6,25 @@
 //! ```text
 //! cli                      parses arguments into options, dispatches
 //! run   tree               the commands
+//! recover                  turns an interrupted run's raw data into profiles
 //! symbolizer               symbolizes beside the running program
 //! convert   live           raw dumps into profiles; stacks seen while it runs
+//! output                   where profiles go, written whole or not at all
+//! dumps                    the raw data's directory, and reading it
 //! options preload maps date prefault   leaves
 //! ```
 
 pub mod cli;
 pub mod convert;
 pub mod date;
+pub mod dumps;
 pub mod live;
 pub mod maps;
 pub mod options;
+pub mod output;
 pub mod prefault;
 pub mod preload;
+pub mod recover;
 pub mod run;
 pub mod symbolizer;
 pub mod tree;

@@ -7,46 +7,13 @@
 //! program, which writes its profile as it dies.
 
 use crate::convert::ProcessEnd;
+use crate::dumps::{exe_name, read_dumps, temp_dir, Dumps};
 use crate::options::{RunOptions, StackArg};
 use crate::preload::find_preload;
 use anyhow::{bail, Context, Result};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The directory the program's processes leave their dumps in: under
-/// `$TMPDIR`, or where that cannot be, under /tmp, /var/tmp or /dev/shm.
-fn temp_dir() -> Result<PathBuf> {
-    let first = std::env::temp_dir();
-    let mut tried = Vec::new();
-    for base in [
-        first.clone(),
-        PathBuf::from("/tmp"),
-        PathBuf::from("/var/tmp"),
-        PathBuf::from("/dev/shm"),
-    ] {
-        if tried.contains(&base) {
-            continue;
-        }
-        for i in 0..100u32 {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos());
-            let d = base.join(format!("heapledger-{}-{nanos}-{i}", std::process::id()));
-            match std::fs::create_dir(&d) {
-                Ok(()) => return Ok(d),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(_) => break,
-            }
-        }
-        tried.push(base);
-    }
-    let names: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
-    bail!(
-        "cannot create a temporary directory for the profile data (tried {})",
-        names.join(", ")
-    )
-}
 
 struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {
@@ -177,50 +144,6 @@ fn children_of(parent: u32) -> Vec<(u32, String)> {
     out
 }
 
-/// Every dump left in `dir` (the started process and its children),
-/// decoded, and whether one could not be read (said on stderr). `running`:
-/// the processes still running when heapledger stopped waiting.
-fn read_dumps(dir: &Path, running: &[u32]) -> Result<(Vec<heapledger_wire::Dump>, bool)> {
-    let mut dumps = Vec::new();
-    let mut unreadable = false;
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        let bytes = std::fs::read(&path)?;
-        if bytes.is_empty() {
-            // Created as the process started recording, never written: it
-            // replaced itself with exec (its new image has a file of its
-            // own), was killed by SIGKILL, or still runs.
-            continue;
-        }
-        match heapledger_wire::decode(&bytes) {
-            Ok(d) => dumps.push(d),
-            Err(heapledger_wire::DecodeError::Truncated)
-                if dump_pid(&path).is_some_and(|p| running.contains(&p)) =>
-            {
-                // Caught at the deadline, writing its dump as it ends.
-                eprintln!(
-                    "heapledger: skipping {}: the process was still writing it",
-                    path.display()
-                )
-            }
-            Err(e) => {
-                unreadable = true;
-                eprintln!("heapledger: skipping {}: {e}", path.display())
-            }
-        }
-    }
-    Ok((dumps, unreadable))
-}
-
-/// The pid a dump's file name (`PID.hlraw`, `PID.N.hlraw`) carries.
-fn dump_pid(path: &Path) -> Option<u32> {
-    path.file_name()?.to_str()?.split('.').next()?.parse().ok()
-}
-
 /// Exit code the way a shell reports it: the code, or 128 + signal.
 /// Why a program left no data, as far as heapledger can tell: the recorder
 /// never ran in a statically linked or setuid program (the loader ignores
@@ -309,25 +232,6 @@ fn shell_code(status: std::process::ExitStatus) -> u8 {
     }
 }
 
-fn exe_name(d: &heapledger_wire::Dump) -> String {
-    let base = d.exe.rsplit('/').next().unwrap_or("");
-    let base: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-+".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if base.is_empty() {
-        "program".into()
-    } else {
-        base
-    }
-}
-
 /// Removes an earlier profile at `path`, so that the new one is written to a
 /// new file rather than over it. On ext4, a file truncated and written again
 /// is flushed to disk as it is closed (its `auto_da_alloc` safeguard for
@@ -379,31 +283,10 @@ fn clear_old_children(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// Writes a profile, creating its directory; the error names the path.
+/// Writes a profile whole or not at all; the error names the path.
 fn write_profile(profile: &heapledger_profile::Profile, path: &Path) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            // A parent that is a file gives EEXIST; say what is wrong.
-            match dir.ancestors().find(|a| a.is_file()) {
-                Some(f) => bail!(
-                    "cannot write the profile to {}: {} is a file, not a directory",
-                    path.display(),
-                    f.display()
-                ),
-                None => bail!(
-                    "cannot write the profile to {}: cannot create {}: {e}",
-                    path.display(),
-                    dir.display()
-                ),
-            }
-        }
-    }
-    let f = std::fs::File::create(path)
-        .with_context(|| format!("cannot write the profile to {}", path.display()))?;
     // `write_to` buffers (1 MiB) itself.
-    profile
-        .write_to(f)
-        .with_context(|| format!("cannot write the profile to {}", path.display()))
+    crate::output::write_whole(path, |f| Ok(profile.write_to(f)?))
 }
 
 /// `HEAPLEDGER_PHASES=1`: how long each phase of `run` took, and the page
@@ -466,6 +349,8 @@ impl Phases {
 pub fn run(o: &RunOptions) -> Result<u8> {
     let mut phases = Phases::new();
     let lib = find_preload()?;
+    crate::output::check_writable(o.output.as_deref())?;
+    crate::recover::mention_leftovers();
     let dir = temp_dir()?;
     let _cleanup = RemoveOnDrop(dir.clone());
     let mut preload = lib.into_os_string();
@@ -529,6 +414,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         Vec::new()
     };
     set_signals(None);
+    crate::output::finish_on_interrupt(o.output.as_deref(), &dir);
     if !still_running.is_empty() {
         let names: Vec<String> = still_running
             .iter()
@@ -551,7 +437,11 @@ pub fn run(o: &RunOptions) -> Result<u8> {
 
     // Decoded on the symbolizing thread, whose memory is taken ahead.
     let running: Vec<u32> = still_running.iter().map(|(p, _)| *p).collect();
-    let (mut dumps, unreadable) = {
+    let Dumps {
+        mut dumps,
+        unreadable,
+        empty,
+    } = {
         let dir = dir.clone();
         converter
             .call(move |_| read_dumps(&dir, &running))
@@ -567,6 +457,16 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             );
             return Ok(if code == 0 { 1 } else { code });
         }
+        if empty.contains(&pid) && status.signal().is_none() {
+            // It replaced itself with a program that ran without the
+            // recorder: what it did is as it would be alone, and there is
+            // nothing of it to profile. Its exit code stands.
+            eprintln!(
+                "heapledger: {} replaced itself with a program that ran without the recorder (its environment no longer named it, as after `env -i` or clearenv): no profile",
+                o.program.to_string_lossy(),
+            );
+            return Ok(code);
+        }
         eprintln!(
             "heapledger: {} left no profile data ({})",
             o.program.to_string_lossy(),
@@ -579,6 +479,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("heapledger-{}-{pid}.json", exe_name(&main))));
+    crate::output::finish_on_interrupt(Some(&out), &dir);
     let children: Vec<(String, u32)> = dumps.iter().map(|d| (exe_name(d), d.pid)).collect();
     let n_children = dumps.len();
     let mut job = vec![(main, end)];
@@ -601,6 +502,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let (write_error, summary) = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
             write_profile(&profile, &out)?;
+            crate::output::main_written(&out);
             if let Some(cdir) = &child_dir {
                 for (p, (exe, pid)) in profiles.zip(children) {
                     write_profile(&p, &cdir.join(format!("heapledger-{exe}-{pid}.json")))?;

@@ -1,0 +1,256 @@
+//! Where a profile goes, and how it gets there whole or not at all.
+//!
+//! The output path is checked before the program starts (a run of an hour
+//! must not learn at its end that its profile has nowhere to go). A profile
+//! is written under a temporary name in its own directory and renamed into
+//! place only when complete, so that a full disk, a crash or an interrupt
+//! never leaves a truncated file where a profile should be. Once the program
+//! has ended, a first Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) lets the writing
+//! finish, and says so; a second one stops at once, removes the partial
+//! file and the raw data, and says that no profile was written.
+
+use anyhow::{bail, Context, Result};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+/// Checks, before the program runs, that a profile can be written at
+/// `path`: creates its missing directories, refuses a directory, a
+/// read-only file or a directory where no file can be created, naming the
+/// problem in one line. `path` None: the default name, in the current
+/// directory.
+pub fn check_writable(path: Option<&Path>) -> Result<()> {
+    let shown = path.map_or_else(
+        || "the current directory".into(),
+        |p| p.display().to_string(),
+    );
+    let dir = match path {
+        Some(p) => {
+            let meta = std::fs::metadata(p);
+            if meta.as_ref().is_ok_and(|m| m.is_dir()) {
+                bail!("cannot write the profile to {shown}: it is a directory");
+            }
+            if meta.is_ok() {
+                // An earlier file (or a link to one) is replaced: it must
+                // be writable, as it would be written over.
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .with_context(|| format!("cannot write the profile to {shown}"))?;
+            }
+            let dir = resolve(p).parent().map(Path::to_owned);
+            dir.filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or_else(|| PathBuf::from("."))
+        }
+        None => PathBuf::from("."),
+    };
+    create_dir(&dir, &shown)?;
+    // Whether a file can be made there: the directory may be read-only,
+    // on a read-only file system, or not ours.
+    let probe = dir.join(format!(".heapledger-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => bail!(
+            "cannot write the profile to {shown}: cannot create a file in {}: {e}",
+            dir.display()
+        ),
+    }
+}
+
+/// Creates `dir` and its parents; the error says which one is in the way.
+fn create_dir(dir: &Path, shown: &str) -> Result<()> {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        // A parent that is a file gives EEXIST; say what is wrong.
+        match dir.ancestors().find(|a| a.is_file()) {
+            Some(f) => bail!(
+                "cannot write the profile to {shown}: {} is a file, not a directory",
+                f.display()
+            ),
+            None => bail!(
+                "cannot write the profile to {shown}: cannot create {}: {e}",
+                dir.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The file a profile at `path` lands in: `path` itself, or where it is a
+/// symbolic link, the file it names (a link is written through, not
+/// replaced).
+fn resolve(path: &Path) -> PathBuf {
+    let mut p = path.to_owned();
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&p) else {
+            break;
+        };
+        p = match p.parent() {
+            Some(dir) => dir.join(target),
+            None => target,
+        };
+    }
+    p
+}
+
+/// Writes a file whole or not at all: `write` fills a temporary file beside
+/// `path`, which is renamed to `path` once `write` succeeded and removed
+/// otherwise. The error names `path`.
+pub fn write_whole(path: &Path, write: impl FnOnce(std::fs::File) -> Result<()>) -> Result<()> {
+    let shown = path.display().to_string();
+    let target = resolve(path);
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    create_dir(dir, &shown)?;
+    let name = target
+        .file_name()
+        .map_or_else(|| "profile".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // Named before it exists, so that a second interrupt removes it
+    // whenever it comes.
+    let tmp_c = CString::new(tmp.as_os_str().as_bytes()).ok();
+    // Never freed: a handler on another thread may be reading it (a few
+    // hundred bytes for each file written).
+    WRITING.store(
+        tmp_c.map_or(std::ptr::null_mut(), CString::into_raw),
+        Ordering::SeqCst,
+    );
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .with_context(|| format!("cannot write the profile to {shown}"))
+        .and_then(|f| write(f).with_context(|| format!("cannot write the profile to {shown}")))
+        .and_then(|()| {
+            if has_other_names(&target) {
+                // A file with a second name is written in place, so that
+                // both names show the new profile; only the copy of a
+                // whole profile can fail there.
+                std::fs::copy(&tmp, &target).map(drop)
+            } else {
+                std::fs::rename(&tmp, &target)
+            }
+            .with_context(|| format!("cannot write the profile to {shown}"))
+        });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    WRITING.store(std::ptr::null_mut(), Ordering::SeqCst);
+    result
+}
+
+/// Whether `path` is a plain file with more than one name (a hard link).
+fn has_other_names(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.nlink() > 1)
+}
+
+/// The temporary file being written now (a C string), for the handler.
+static WRITING: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+/// The raw data's directory, for the handler: emptied as the dumps are read.
+static RAW_DIR: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+/// What the handler says on a first and on a second interrupt.
+static FIRST_WORD: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static SECOND_WORD: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
+
+/// A message for the handler, kept for the life of the process.
+fn leak_c(text: String) -> *mut u8 {
+    CString::new(text)
+        .unwrap_or_default()
+        .into_raw()
+        .cast::<u8>()
+}
+
+/// From the program's end to heapledger's: a first interrupt lets the
+/// profile at `out` (None: not yet known) be finished, a second stops without it (see the module
+/// comment). `raw_dir`: the directory of the raw data, removed then.
+pub fn finish_on_interrupt(out: Option<&Path>, raw_dir: &Path) {
+    let (finishing, none) = match out {
+        Some(p) => (
+            format!("its profile {}", p.display()),
+            format!("no profile was written to {}", p.display()),
+        ),
+        None => (
+            "its profile".to_owned(),
+            "no profile was written".to_owned(),
+        ),
+    };
+    FIRST_WORD.store(
+        leak_c(format!(
+            "heapledger: the program has ended; finishing {finishing} (interrupt again to stop without it)\n"
+        )),
+        Ordering::SeqCst,
+    );
+    SECOND_WORD.store(
+        leak_c(format!("heapledger: interrupted again: stopped; {none}\n")),
+        Ordering::SeqCst,
+    );
+    if let Ok(dir) = CString::new(raw_dir.as_os_str().as_bytes()) {
+        RAW_DIR.store(dir.into_raw(), Ordering::SeqCst);
+    }
+    let handler = while_writing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only reads atomics and makes async-signal-safe
+    // calls (write, unlink, rmdir, _exit).
+    unsafe {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(sig, handler);
+        }
+    }
+}
+
+/// The main profile is in place: a second interrupt no longer loses it.
+pub fn main_written(out: &Path) {
+    SECOND_WORD.store(
+        leak_c(format!(
+            "heapledger: interrupted again: stopped; the profile {} is whole, child profiles may be missing\n",
+            out.display()
+        )),
+        Ordering::SeqCst,
+    );
+}
+
+/// Whether an interrupt came while the profile was being finished.
+pub fn interrupted() -> bool {
+    INTERRUPTS.load(Ordering::SeqCst) > 0
+}
+
+extern "C" fn while_writing(sig: libc::c_int) {
+    let say = |msg: *mut u8| {
+        if !msg.is_null() {
+            // SAFETY: msg is a NUL-terminated string leaked by leak_c.
+            unsafe {
+                let len = libc::strlen(msg.cast());
+                libc::write(2, msg.cast(), len);
+            }
+        }
+    };
+    if INTERRUPTS.fetch_add(1, Ordering::SeqCst) == 0 {
+        say(FIRST_WORD.load(Ordering::SeqCst));
+        return;
+    }
+    let tmp = WRITING.load(Ordering::SeqCst);
+    let raw = RAW_DIR.load(Ordering::SeqCst);
+    // SAFETY: both are null or NUL-terminated paths that are never freed;
+    // unlink, rmdir and _exit are async-signal-safe.
+    unsafe {
+        if !tmp.is_null() {
+            libc::unlink(tmp);
+        }
+        if !raw.is_null() {
+            libc::rmdir(raw);
+        }
+    }
+    say(SECOND_WORD.load(Ordering::SeqCst));
+    // SAFETY: ends the process without running anything else.
+    unsafe { libc::_exit(128 + sig) };
+}

@@ -1,0 +1,251 @@
+//! A profile is whole or absent, never truncated, and the program's exit
+//! code is its own: an interrupt while heapledger writes (once: finished;
+//! twice: no file, nothing left behind), a full disk, an exec into an
+//! environment without the recorder, and the raw data an interrupted run
+//! left behind (mentioned by the next run, turned into profiles by
+//! `heapledger recover`).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// The files in `dir` whose name starts with `prefix`.
+fn named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs heapledger on a program with 2^16 distinct stacks (a profile of
+/// tens of MB, seconds to write in a test build), sends it `signals`
+/// SIGINTs once its temporary profile file appears, and returns its exit
+/// code and stderr, with the output path and the TMPDIR it used.
+fn interrupted_while_writing(tag: &str, signals: usize) -> (Option<i32>, String, PathBuf, TempDir) {
+    let tmp = TempDir::new(tag);
+    let exe = compile("many_stacks.c", tmp.path(), &["-O0"]);
+    let raw = tmp.join("tmpdir");
+    std::fs::create_dir(&raw).unwrap();
+    let out = tmp.join("p.json");
+    let mut child = Command::new(heapledger())
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg("16")
+        .env("TMPDIR", &raw)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while named(tmp.path(), ".p.json.").is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no temporary profile appeared"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "heapledger ended first"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for _ in 0..signals {
+        // SAFETY: signalling the test's own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let code = o.status.code().or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        o.status.signal().map(|s| 128 + s)
+    });
+    (code, stderr, out, tmp)
+}
+
+#[test]
+fn one_interrupt_while_writing_finishes_the_profile() {
+    let (code, stderr, out, tmp) = interrupted_while_writing("intr-once", 1);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("finishing its profile") && stderr.contains("interrupt again"),
+        "{stderr}"
+    );
+    let p = load_profile(&out);
+    assert!(
+        alloc_calls(&p) >= 1 << 16,
+        "{} allocations",
+        alloc_calls(&p)
+    );
+    assert!(
+        named(tmp.path(), ".p.json.").is_empty(),
+        "a temporary file is left"
+    );
+    assert!(
+        named(&tmp.join("tmpdir"), "").is_empty(),
+        "raw data is left"
+    );
+}
+
+#[test]
+fn two_interrupts_while_writing_leave_no_file() {
+    let (code, stderr, out, tmp) = interrupted_while_writing("intr-twice", 2);
+    assert_eq!(code, Some(128 + libc::SIGINT), "{stderr}");
+    assert!(stderr.contains("no profile was written"), "{stderr}");
+    assert!(!out.exists(), "a profile is at the output path");
+    assert!(
+        named(tmp.path(), ".p.json.").is_empty(),
+        "a temporary file is left"
+    );
+    assert!(
+        named(&tmp.join("tmpdir"), "").is_empty(),
+        "raw data is left: {:?}",
+        named(&tmp.join("tmpdir"), "")
+    );
+}
+
+/// A disk that fills while the profile is written: no file at the output
+/// path (nor a temporary one), one line naming it, a non-zero exit; the
+/// program ran to its end. Needs a tmpfs of 8 KB, mounted in a
+/// mount namespace of the test's own (root); skipped where that cannot be.
+#[test]
+fn a_full_disk_leaves_no_truncated_profile() {
+    let tmp = TempDir::new("full-disk");
+    let exe = compile("many_stacks.c", tmp.path(), &["-O0"]);
+    // The shell's profile (about 15 KB) does not fit in 8 KB; the program
+    // it starts is not followed.
+    let small = tmp.join("small");
+    std::fs::create_dir(&small).unwrap();
+    let out = small.join("p.json");
+    let marker = tmp.join("marker");
+    let script = format!(
+        "mount -t tmpfs -o size=8k tmpfs '{small}' || exit 99; \
+         '{hl}' run -q --no-follow -o '{out}' -- sh -c \"'{exe}' 12 && touch '{marker}'\"; code=$?; \
+         ls -A '{small}'; exit $code",
+        small = small.display(),
+        hl = heapledger().display(),
+        out = out.display(),
+        exe = exe.display(),
+        marker = marker.display(),
+    );
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+    let o = run(c, DEFAULT_LIMIT);
+    if o.code == Some(99) || o.stderr.contains("unshare:") {
+        eprintln!("skipped: cannot mount a small tmpfs here: {}", o.stderr);
+        return;
+    }
+    assert_no_panic(&o, "heapledger run onto a full disk");
+    assert!(marker.exists(), "the program did not run to its end");
+    assert!(
+        matches!(o.code, Some(c) if c != 0),
+        "exit {:?}: {}",
+        o.code,
+        o.stderr
+    );
+    let lines = o.stderr_lines();
+    assert_eq!(lines.len(), 1, "{}", o.stderr);
+    assert!(
+        lines[0].contains(&out.display().to_string()) && lines[0].contains("No space left"),
+        "{}",
+        lines[0]
+    );
+    // What `ls -A` saw on the small file system before it went away.
+    assert_eq!(o.stdout, "", "files left on the full disk");
+}
+
+/// `env -i` (or clearenv and exec) runs the final program without the
+/// recorder: no profile, said in one line, and the exit code is the
+/// program's.
+#[test]
+fn an_exec_into_an_empty_environment_keeps_the_exit_code() {
+    let tmp = TempDir::new("env-i");
+    let out = tmp.join("p.json");
+    for (args, code) in [
+        (vec!["env", "-i", "/bin/true"], 0),
+        (vec!["env", "-i", "/bin/sh", "-c", "exit 7"], 7),
+        (
+            vec!["sh", "-c", "exec env -i /bin/sh -c 'echo out; exit 3'"],
+            3,
+        ),
+    ] {
+        let o = Cmd::new(args[0]).args(&args[1..]).run_heapledger(&out, &[]);
+        let what = args.join(" ");
+        assert_no_panic(&o, &what);
+        assert_eq!(o.code, Some(code), "{what}: {}", o.stderr);
+        let lines = o.stderr_lines();
+        assert_eq!(lines.len(), 1, "{what}: {}", o.stderr);
+        assert!(
+            lines[0].contains("without the recorder") && lines[0].contains("no profile"),
+            "{what}: {}",
+            lines[0]
+        );
+        assert!(!out.exists());
+    }
+}
+
+/// The raw data of a run whose heapledger was killed: the next run says
+/// where it is in one line, and `heapledger recover` turns it into a
+/// profile and removes it.
+#[test]
+fn an_interrupted_runs_data_is_found_and_recovered() {
+    let tmp = TempDir::new("leftover");
+    let exe = compile("hello.c", tmp.path(), &[]);
+    let tmpdir = tmp.join("tmpdir");
+    std::fs::create_dir(&tmpdir).unwrap();
+    // What `heapledger run` would have left, had it been killed: the
+    // program's dump, in a directory named after a heapledger that is gone.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let left = tmpdir.join(format!("heapledger-{dead}-0-0"));
+    std::fs::create_dir(&left).unwrap();
+    let o = Command::new(&exe)
+        .env("LD_PRELOAD", heapledger::preload::find_preload().unwrap())
+        .env("HEAPLEDGER_DIR", &left)
+        .env("HEAPLEDGER_OPTS", "stack=dwarf,depth=256,follow=1,sample=0")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(named(&left, "").len(), 1, "the recorder left no dump");
+
+    let o = Cmd::new("true")
+        .env("TMPDIR", &tmpdir)
+        .run_heapledger(&tmp.join("p.json"), &[]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("an interrupted run left its profile data")
+            && o.stderr.contains(&left.display().to_string())
+            && o.stderr.contains("heapledger recover"),
+        "{}",
+        o.stderr
+    );
+
+    let recovered = tmp.join("recovered");
+    let mut c = Command::new(heapledger());
+    c.args(["recover", "-o"])
+        .arg(&recovered)
+        .env("TMPDIR", &tmpdir);
+    let o = run(c, DEFAULT_LIMIT);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let profiles = named(&recovered, "heapledger-hello-");
+    assert_eq!(profiles.len(), 1, "{}", o.stderr);
+    let p = load_profile(&profiles[0]);
+    assert!(alloc_calls(&p) > 0);
+    assert!(!left.exists(), "the raw data is still there");
+    assert!(o.stderr.contains("removed"), "{}", o.stderr);
+}
