@@ -118,22 +118,48 @@ fn run(args: &Args) -> Result<bool> {
     if args.quick {
         notes.push("--quick: fixed costs (start-up, symbolization, writing) weigh 10x more per pair than in a full run".into());
     }
-    let python = if selected.contains(&Workload::Python) {
+    let python = if selected.contains(&Workload::Python) || selected.contains(&Workload::Compileall)
+    {
         match workloads::find_python() {
             Ok(p) => Some(p),
             Err(why) => {
-                notes.push(format!("{why}: the python workload is skipped"));
+                notes.push(format!(
+                    "{why}: the python and compileall workloads are skipped"
+                ));
                 None
             }
         }
     } else {
         None
     };
+    let heaptrack_print = heaptrack
+        .as_ref()
+        .filter(|_| selected.iter().any(|w| w.at_scale()))
+        .and_then(|_| {
+            let p = measure::find_in_path("heaptrack_print");
+            if p.is_none() {
+                notes.push(
+                    "heaptrack_print is not installed: heaptrack's file is not read after the runs"
+                        .into(),
+                );
+            }
+            p
+        });
+    for w in &selected {
+        if let Some(max) = w.max_runs().filter(|&m| m < args.runs) {
+            notes.push(format!(
+                "{}: {max} runs (at most {max}: its rounds are slow)",
+                w.name()
+            ));
+        }
+    }
 
     let tmp = TempDir::new()?;
     let scratch = tmp.0.join("scratch");
     let bin = tmp.0.join("bin");
-    for d in [&scratch, &bin] {
+    let data = tmp.0.join("data");
+    let kept_dir = tmp.0.join("kept");
+    for d in [&scratch, &bin, &data, &kept_dir] {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
     let floors = if selected.contains(&Workload::Python) {
@@ -152,6 +178,7 @@ fn run(args: &Args) -> Result<bool> {
         recorder: heapledger.with_file_name("libheapledger_preload.so"),
         heaptrack: heaptrack.clone(),
         floors: floors.clone(),
+        heaptrack_print,
         scratch,
     };
     let sizes = Sizes::new(args.quick);
@@ -160,6 +187,7 @@ fn run(args: &Args) -> Result<bool> {
     let mut cases = Vec::new();
     let mut series = Vec::new();
     let mut built = Vec::new();
+    let mut analyses = Vec::new();
     for w in selected {
         let cs = workloads::cases(
             w,
@@ -172,6 +200,7 @@ fn run(args: &Args) -> Result<bool> {
                 heaptrack: heaptrack.is_some(),
                 floors: floors.is_some(),
                 python: python.as_deref(),
+                data: &data,
             },
             &bin,
             &mut built,
@@ -179,14 +208,23 @@ fn run(args: &Args) -> Result<bool> {
         if cs.is_empty() {
             continue;
         }
+        let runs = w.max_runs().map_or(args.runs, |m| args.runs.min(m));
         eprintln!(
             "heapledger-bench: {}: {} ({} runs each)",
             w.name(),
             cs[0].program.display(),
-            args.runs
+            runs
         );
         let first = cases.len();
-        series.extend(measure::rounds(&tools, &cs, first, args.runs));
+        let keep = w.at_scale().then_some(kept_dir.as_path());
+        let (s, kept) = measure::rounds(&tools, &cs, first, runs, keep);
+        series.extend(s);
+        // The profiles of the last round, read by report, tree and
+        // heaptrack_print, then removed (they take hundreds of MB).
+        analyses.extend(measure::analyses(&tools, &kept, runs));
+        for k in &kept {
+            let _ = std::fs::remove_file(&k.path);
+        }
         cases.extend(cs);
     }
 
@@ -203,14 +241,14 @@ fn run(args: &Args) -> Result<bool> {
         cflags: workloads::CFLAGS.join(" "),
         elapsed_s: started.elapsed().as_secs_f64(),
     };
-    let r = report::build(&cases, &series, &meta);
+    let r = report::build(&cases, &series, &analyses, &meta);
     println!();
     print!("{}", r.text);
     if let Some(dir) = &args.out {
         write_out(dir, &r)?;
         eprintln!("heapledger-bench: results written to {}", dir.display());
     }
-    Ok(series.iter().all(|s| s.error.is_none()))
+    Ok(series.iter().all(|s| s.error.is_none()) && analyses.iter().all(|a| a.error.is_none()))
 }
 
 fn main() -> ExitCode {

@@ -3,8 +3,9 @@
 
 use crate::workloads::Case;
 use anyhow::{bail, Context, Result};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +73,8 @@ pub struct Tools {
     pub heaptrack: Option<PathBuf>,
     /// The preloads of the floors, where they could be built.
     pub floors: Option<crate::workloads::Floors>,
+    /// `heaptrack_print`, to read heaptrack's file after the runs.
+    pub heaptrack_print: Option<PathBuf>,
     /// Emptied after every run.
     pub scratch: PathBuf,
 }
@@ -119,9 +122,111 @@ fn clear_dir(dir: &Path) {
     }
 }
 
+/// What one run measured.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// Wall time, spawn to exit.
+    pub secs: f64,
+    /// The largest RSS of any process of the run (the tool's, the program's,
+    /// their helpers'), in KiB: `ru_maxrss` of `wait4`, which covers the child
+    /// and the descendants it waited for.
+    pub max_rss_kb: Option<u64>,
+    /// The size of the tool's output file, where it writes one.
+    pub out_bytes: Option<u64>,
+    /// Where the output file was moved to, when asked to keep it.
+    pub kept: Option<PathBuf>,
+}
+
+mod sys {
+    use std::ffi::{c_int, c_long};
+
+    /// `struct rusage` of Linux: two `struct timeval` (two longs each),
+    /// then 14 longs, `ru_maxrss` (KiB) first.
+    #[repr(C)]
+    pub struct Rusage {
+        pub utime: [c_long; 2],
+        pub stime: [c_long; 2],
+        pub maxrss: c_long,
+        pub rest: [c_long; 13],
+    }
+
+    extern "C" {
+        pub fn wait4(pid: c_int, status: *mut c_int, options: c_int, rusage: *mut Rusage) -> c_int;
+    }
+}
+
+/// Waits for the child `pid`; returns its status and its `ru_maxrss` (the
+/// largest RSS of it and of the descendants it waited for, in KiB).
+fn wait4(pid: u32) -> std::io::Result<(ExitStatus, u64)> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+    let mut status = 0;
+    // SAFETY: all zeroes is a valid rusage (plain integers).
+    let mut ru: sys::Rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers to a c_int and a rusage that outlive the call.
+        let r = unsafe { sys::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            return Ok((
+                ExitStatus::from_raw(status),
+                u64::try_from(ru.maxrss).unwrap_or(0),
+            ));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Runs `cmd` (stdin and stdout on /dev/null) to its end: its wall time and
+/// largest RSS, or why it failed (its last line on stderr).
+pub fn measured(cmd: &mut Command) -> Result<(f64, u64)> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start it: {e}"))?;
+    let mut err = Vec::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_end(&mut err);
+    }
+    // Reaped here, with its rusage; `child` is not waited for again.
+    let waited = wait4(child.id());
+    let secs = start.elapsed().as_secs_f64();
+    let (status, rss) = match waited {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = child.wait();
+            bail!("cannot wait for it: {e}");
+        }
+    };
+    if !status.success() {
+        let err = String::from_utf8_lossy(&err);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no message");
+        bail!("it failed ({status}): {}", last.trim());
+    }
+    Ok((secs, rss))
+}
+
 /// Runs `case` once under `tool`; returns its wall time in seconds (spawn to
-/// exit, so the tool's start-up, symbolization and writing are included).
-pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
+/// exit, so the tool's start-up, symbolization and writing are included),
+/// its largest process RSS and its output file's size. With `keep`, the
+/// output file is moved there (named after the case and the tool) instead
+/// of being removed.
+pub fn run_once(
+    tools: &Tools,
+    case_index: usize,
+    case: &Case,
+    tool: Tool,
+    keep: Option<&Path>,
+) -> Result<Run> {
     let p = &case.program;
     let mut cmd;
     match tool {
@@ -171,43 +276,45 @@ pub fn run_once(tools: &Tools, case: &Case, tool: Tool) -> Result<f64> {
         }
     }
     cmd.args(&p.args).envs(p.env.iter().map(|(k, v)| (k, v)));
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
 
-    let start = Instant::now();
-    let out = cmd.output();
-    let secs = start.elapsed().as_secs_f64();
-
-    let result = match out {
-        Err(e) => Err(anyhow::anyhow!("cannot start it: {e}")),
-        Ok(o) if !o.status.success() => {
-            let err = String::from_utf8_lossy(&o.stderr);
-            let last = err
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("no message");
-            Err(anyhow::anyhow!("it failed ({}): {}", o.status, last.trim()))
-        }
-        Ok(_) => {
-            // The tool must have written its output: a run that silently
-            // recorded nothing would look fast.
-            let want = match tool {
-                Tool::Plain | Tool::Forward | Tool::Count => None,
-                Tool::Heapledger(_) | Tool::HeapledgerSampled => Some("hl.json"),
-                Tool::Recorder => Some(""),
-                Tool::Heaptrack => Some("ht."),
-            };
-            match want {
-                Some(prefix) if !wrote_output(&tools.scratch, prefix) => Err(anyhow::anyhow!(
+    let result = measured(&mut cmd).and_then(|(secs, rss)| {
+        // The tool must have written its output: a run that silently
+        // recorded nothing would look fast.
+        let want = match tool {
+            Tool::Plain | Tool::Forward | Tool::Count => None,
+            Tool::Heapledger(_) | Tool::HeapledgerSampled => Some("hl.json"),
+            Tool::Recorder => Some(""),
+            Tool::Heaptrack => Some("ht."),
+        };
+        let mut run = Run {
+            secs,
+            max_rss_kb: Some(rss),
+            out_bytes: None,
+            kept: None,
+        };
+        if let Some(prefix) = want {
+            let Some((path, bytes)) = output_file(&tools.scratch, prefix) else {
+                bail!(
                     "it wrote no output file ({prefix}*) in {}",
                     tools.scratch.display()
-                )),
-                _ => Ok(secs),
+                );
+            };
+            run.out_bytes = Some(bytes);
+            if let Some(dir) = keep {
+                let name = path
+                    .file_name()
+                    .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+                let to = dir.join(format!(
+                    "{case_index}-{}-{name}",
+                    tool.name().replace(' ', "-")
+                ));
+                std::fs::rename(&path, &to)
+                    .with_context(|| format!("cannot keep its output as {}", to.display()))?;
+                run.kept = Some(to);
             }
         }
-    };
+        Ok(run)
+    });
     clear_dir(&tools.scratch);
     settle();
     result
@@ -226,13 +333,18 @@ fn settle() {
 /// How long `settle` waits after the file system is synced.
 const SETTLE_MS: u64 = 50;
 
-fn wrote_output(dir: &Path, prefix: &str) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|rd| {
-        rd.flatten().any(|e| {
-            e.file_name().to_string_lossy().starts_with(prefix)
-                && e.metadata().is_ok_and(|m| m.is_file() && m.len() > 0)
+/// The largest non-empty file in `dir` whose name starts with `prefix`, and
+/// its size.
+fn output_file(dir: &Path, prefix: &str) -> Option<(PathBuf, u64)> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            (m.is_file() && m.len() > 0).then(|| (e.path(), m.len()))
         })
-    })
+        .max_by_key(|(_, len)| *len)
 }
 
 /// The times of one case under one tool.
@@ -242,6 +354,10 @@ pub struct Series {
     pub case: usize,
     pub tool: Tool,
     pub times: Vec<f64>,
+    /// The largest process RSS of each run, in KiB (see `Run`).
+    pub rss_kb: Vec<u64>,
+    /// The size of the output file of each run, where the tool writes one.
+    pub out_bytes: Vec<u64>,
     /// Why the tool was dropped for this case, if it failed.
     pub error: Option<String>,
 }
@@ -269,38 +385,88 @@ impl Series {
     pub fn min(&self) -> Option<f64> {
         self.times.iter().copied().min_by(f64::total_cmp)
     }
+
+    /// The median of the runs' largest process RSS, in MB (10^6 bytes).
+    pub fn rss_mb(&self) -> Option<f64> {
+        median_u64(&self.rss_kb).map(kib_to_mb)
+    }
+
+    /// The median size of the output file, in MB (10^6 bytes).
+    pub fn out_mb(&self) -> Option<f64> {
+        median_u64(&self.out_bytes).map(|b| b / 1e6)
+    }
+}
+
+/// `ru_maxrss` is in KiB.
+fn kib_to_mb(kib: f64) -> f64 {
+    kib * 1024.0 / 1e6
+}
+
+fn median_u64(v: &[u64]) -> Option<f64> {
+    median(&v.iter().map(|&x| x as f64).collect::<Vec<_>>())
+}
+
+/// The output file of one tool's last run on one case, kept for `analyses`.
+#[derive(Clone, Debug)]
+pub struct Kept {
+    pub case: usize,
+    pub tool: Tool,
+    pub path: PathBuf,
 }
 
 /// Runs every case of one workload `runs` times under each of its tools,
 /// interleaved: round 1 runs each case under each tool once, then round 2, ...
 /// A tool that fails on a case is reported in one line and dropped for that
 /// case; the others go on. `first` is the index of cases[0] in the whole run.
-pub fn rounds(tools: &Tools, cases: &[Case], first: usize, runs: u32) -> Vec<Series> {
+/// With `keep`, the output files of the last round are moved there and
+/// returned, for `analyses`.
+pub fn rounds(
+    tools: &Tools,
+    cases: &[Case],
+    first: usize,
+    runs: u32,
+    keep: Option<&Path>,
+) -> (Vec<Series>, Vec<Kept>) {
     let mut series: Vec<Series> = Vec::new();
+    let mut kept = Vec::new();
     for (i, c) in cases.iter().enumerate() {
         for &tool in &c.tools {
             series.push(Series {
                 case: first + i,
                 tool,
                 times: Vec::new(),
+                rss_kb: Vec::new(),
+                out_bytes: Vec::new(),
                 error: None,
             });
         }
     }
     // One untimed run of each plain program: page cache, dynamic loader.
-    for c in cases {
-        let _ = run_once(tools, c, Tool::Plain);
+    for (i, c) in cases.iter().enumerate() {
+        let _ = run_once(tools, first + i, c, Tool::Plain, None);
     }
     let name = cases.first().map_or("", |c| c.workload.name());
     for round in 0..runs {
         let started = Instant::now();
+        let last = round + 1 == runs;
         for s in series.iter_mut() {
             if s.error.is_some() {
                 continue;
             }
             let c = &cases[s.case - first];
-            match run_once(tools, c, s.tool) {
-                Ok(t) => s.times.push(t),
+            match run_once(tools, s.case, c, s.tool, keep.filter(|_| last)) {
+                Ok(r) => {
+                    s.times.push(r.secs);
+                    s.rss_kb.extend(r.max_rss_kb);
+                    s.out_bytes.extend(r.out_bytes);
+                    if let Some(path) = r.kept {
+                        kept.push(Kept {
+                            case: s.case,
+                            tool: s.tool,
+                            path,
+                        });
+                    }
+                }
                 Err(e) => {
                     eprintln!(
                         "heapledger-bench: {} on {} ({}): {e:#}; dropping it",
@@ -318,5 +484,128 @@ pub fn rounds(tools: &Tools, cases: &[Case], first: usize, runs: u32) -> Vec<Ser
             started.elapsed().as_secs_f64()
         );
     }
-    series
+    (series, kept)
+}
+
+/// A command run on a profile after the runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Analysis {
+    /// `heapledger report PROFILE`
+    Report,
+    /// `heapledger tree --collapse full PROFILE`
+    Tree,
+    /// `heaptrack_print FILE`, for reference.
+    HeaptrackPrint,
+}
+
+impl Analysis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Analysis::Report => "heapledger report",
+            Analysis::Tree => "heapledger tree --collapse full",
+            Analysis::HeaptrackPrint => "heaptrack_print",
+        }
+    }
+}
+
+/// The times and largest RSS of one analysis of one case's profile.
+#[derive(Clone, Debug)]
+pub struct AnalysisSeries {
+    pub case: usize,
+    pub what: Analysis,
+    /// The size of the file read.
+    pub input_bytes: u64,
+    pub times: Vec<f64>,
+    pub rss_kb: Vec<u64>,
+    pub error: Option<String>,
+}
+
+impl AnalysisSeries {
+    pub fn median(&self) -> Option<f64> {
+        median(&self.times)
+    }
+
+    /// The median of the runs' largest RSS, in MB (10^6 bytes).
+    pub fn rss_mb(&self) -> Option<f64> {
+        median_u64(&self.rss_kb).map(kib_to_mb)
+    }
+}
+
+/// Runs `heapledger report` and `heapledger tree --collapse full` on each
+/// kept heapledger profile, and `heaptrack_print` on each kept heaptrack
+/// file, `runs` times, interleaved; output to /dev/null.
+pub fn analyses(tools: &Tools, kept: &[Kept], runs: u32) -> Vec<AnalysisSeries> {
+    let mut jobs: Vec<(AnalysisSeries, &Path)> = Vec::new();
+    for k in kept {
+        let whats: &[Analysis] = match k.tool {
+            Tool::Heapledger(_) => &[Analysis::Report, Analysis::Tree],
+            Tool::Heaptrack if tools.heaptrack_print.is_some() => &[Analysis::HeaptrackPrint],
+            _ => &[],
+        };
+        let input_bytes = k.path.metadata().map_or(0, |m| m.len());
+        for &what in whats {
+            jobs.push((
+                AnalysisSeries {
+                    case: k.case,
+                    what,
+                    input_bytes,
+                    times: Vec::new(),
+                    rss_kb: Vec::new(),
+                    error: None,
+                },
+                &k.path,
+            ));
+        }
+    }
+    for round in 0..runs {
+        let started = Instant::now();
+        for (s, path) in jobs.iter_mut() {
+            if s.error.is_some() {
+                continue;
+            }
+            let mut cmd = match s.what {
+                Analysis::Report => {
+                    let mut c = Command::new(&tools.heapledger);
+                    c.arg("report").arg(*path);
+                    c
+                }
+                Analysis::Tree => {
+                    let mut c = Command::new(&tools.heapledger);
+                    c.args(["tree", "--collapse", "full"]).arg(*path);
+                    c
+                }
+                Analysis::HeaptrackPrint => {
+                    let Some(hp) = &tools.heaptrack_print else {
+                        continue;
+                    };
+                    let mut c = Command::new(hp);
+                    c.arg(*path);
+                    c
+                }
+            };
+            match measured(&mut cmd) {
+                Ok((secs, rss)) => {
+                    s.times.push(secs);
+                    s.rss_kb.push(rss);
+                }
+                Err(e) => {
+                    eprintln!(
+                        "heapledger-bench: {} {}: {e:#}; dropping it",
+                        s.what.name(),
+                        path.display()
+                    );
+                    s.error = Some(format!("{e:#}"));
+                }
+            }
+            settle();
+        }
+        if !jobs.is_empty() {
+            eprintln!(
+                "heapledger-bench: reading the profiles: round {}/{runs} took {:.1} s",
+                round + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    jobs.into_iter().map(|(s, _)| s).collect()
 }

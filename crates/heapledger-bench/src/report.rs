@@ -1,7 +1,7 @@
 //! The results: the table, the targets with PASS/MISS, the threads table, and
 //! the same as JSON and CSV for `--out`.
 
-use crate::measure::{Series, Stack, Tool};
+use crate::measure::{Analysis, AnalysisSeries, Series, Stack, Tool};
 use crate::workloads::{Case, Workload};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -15,6 +15,20 @@ pub const PYTHON_SAMPLED_MAX_OVERHEAD: f64 = 0.05;
 /// Noise allowance of the threads criterion: heapledger's added cost per pair may
 /// grow from T=1 to T by at most this factor times what plain's cost per pair does.
 pub const THREADS_GROWTH_SLACK: f64 = 1.25;
+/// Profiles at scale (`stacks`, `compileall`), issue 30: heapledger's added
+/// wall time over heaptrack's.
+pub const SCALE_MAX_ADDED_RATIO: f64 = 0.25;
+/// heapledger's profile over heaptrack's compressed file.
+pub const SCALE_MAX_FILE_RATIO: f64 = 1.0;
+/// heapledger's largest process RSS over heaptrack's.
+pub const SCALE_MAX_RSS_RATIO: f64 = 1.0;
+/// `heapledger report` on the profile: wall time (s) and largest RSS (MB).
+pub const REPORT_MAX_S: f64 = 1.0;
+pub const REPORT_MAX_MB: f64 = 200.0;
+/// `heapledger tree --collapse full` on the profile: wall time (s).
+pub const TREE_MAX_S: f64 = 2.0;
+/// `--stack none` on the `varied` churn, ns added per malloc+free pair.
+pub const VARIED_MAX_ADDED_NS: f64 = 40.0;
 
 /// Facts about the run, for the header and the JSON.
 pub struct Meta {
@@ -174,7 +188,13 @@ fn find<'a>(rows: &'a [Row<'a>], w: Workload, tool: Tool) -> Option<&'a Row<'a>>
         .find(|r| r.case.workload == w && r.case.threads.is_none() && r.s.tool == tool)
 }
 
-fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRow]) -> Vec<Target> {
+fn targets(
+    rows: &[Row],
+    series: &[Series],
+    analyses: &[AnalysisSeries],
+    heaptrack: bool,
+    threads: &[ThreadRow],
+) -> Vec<Target> {
     let mut t = Vec::new();
     let has = |w: Workload| rows.iter().any(|r| r.case.workload == w);
     if has(Workload::Churn) && heaptrack {
@@ -271,6 +291,30 @@ fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRo
             ));
         }
     }
+    if has(Workload::Varied) {
+        for (tool, limit) in [
+            (Tool::Heapledger(Stack::None), Some(VARIED_MAX_ADDED_NS)),
+            (Tool::Heapledger(Stack::Dwarf), None),
+            (Tool::Heaptrack, None),
+        ] {
+            if tool == Tool::Heaptrack && !heaptrack {
+                continue;
+            }
+            let value = find(rows, Workload::Varied, tool).and_then(|r| r.added_ns);
+            t.push(Target::at_most(
+                "varied",
+                format!("{} added per malloc+free pair", tool.name()),
+                value,
+                " ns",
+                limit,
+            ));
+        }
+    }
+    for w in [Workload::Stacks, Workload::Compileall] {
+        if has(w) {
+            scale_targets(&mut t, rows, analyses, w, heaptrack);
+        }
+    }
     if threads.len() > 1 {
         let checked: Vec<Option<bool>> = threads.iter().skip(1).map(|r| r.pass).collect();
         let pass = if checked.iter().any(|p| p.is_none()) {
@@ -293,6 +337,77 @@ fn targets(rows: &[Row], series: &[Series], heaptrack: bool, threads: &[ThreadRo
         });
     }
     t
+}
+
+/// Issue 30's targets 1 to 4 on a profile at scale.
+fn scale_targets(
+    t: &mut Vec<Target>,
+    rows: &[Row],
+    analyses: &[AnalysisSeries],
+    w: Workload,
+    heaptrack: bool,
+) {
+    let name = w.name();
+    let hl = find(rows, w, Tool::Heapledger(Stack::Dwarf));
+    let ht = find(rows, w, Tool::Heaptrack);
+    if heaptrack {
+        let ht_added = ht.and_then(|r| r.added).filter(|&a| a > 0.0);
+        let value = hl.and_then(|r| r.added).zip(ht_added).map(|(m, h)| m / h);
+        t.push(Target::at_most(
+            name,
+            "heapledger dwarf added / heaptrack added".into(),
+            value,
+            "",
+            Some(SCALE_MAX_ADDED_RATIO),
+        ));
+        let ratio = |f: fn(&Series) -> Option<f64>| {
+            hl.and_then(|r| f(r.s))
+                .zip(ht.and_then(|r| f(r.s)).filter(|&h| h > 0.0))
+                .map(|(m, h)| m / h)
+        };
+        t.push(Target::at_most(
+            name,
+            "heapledger profile / heaptrack's .zst, bytes".into(),
+            ratio(Series::out_mb),
+            "",
+            Some(SCALE_MAX_FILE_RATIO),
+        ));
+        t.push(Target::at_most(
+            name,
+            "heapledger largest RSS / heaptrack's".into(),
+            ratio(Series::rss_mb),
+            "",
+            Some(SCALE_MAX_RSS_RATIO),
+        ));
+    }
+    let case = hl.map(|r| r.s.case);
+    let a = |what: Analysis| {
+        analyses
+            .iter()
+            .find(|a| Some(a.case) == case && a.what == what)
+    };
+    let report = a(Analysis::Report);
+    t.push(Target::at_most(
+        name,
+        "heapledger report, wall".into(),
+        report.and_then(AnalysisSeries::median),
+        " s",
+        Some(REPORT_MAX_S),
+    ));
+    t.push(Target::at_most(
+        name,
+        "heapledger report, largest RSS".into(),
+        report.and_then(AnalysisSeries::rss_mb),
+        " MB",
+        Some(REPORT_MAX_MB),
+    ));
+    t.push(Target::at_most(
+        name,
+        "heapledger tree --collapse full, wall".into(),
+        a(Analysis::Tree).and_then(AnalysisSeries::median),
+        " s",
+        Some(TREE_MAX_S),
+    ));
 }
 
 fn thread_rows(cases: &[Case], series: &[Series]) -> Vec<ThreadRow> {
@@ -342,10 +457,15 @@ fn thread_rows(cases: &[Case], series: &[Series]) -> Vec<ThreadRow> {
     out
 }
 
-pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
+pub fn build(
+    cases: &[Case],
+    series: &[Series],
+    analyses: &[AnalysisSeries],
+    meta: &Meta,
+) -> Report {
     let rows = rows(cases, series);
     let threads = thread_rows(cases, series);
-    let targets = targets(&rows, series, meta.heaptrack.is_some(), &threads);
+    let targets = targets(&rows, series, analyses, meta.heaptrack.is_some(), &threads);
     let mut s = String::new();
 
     // Header.
@@ -406,6 +526,77 @@ pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
         );
     }
 
+    // Profiles at scale.
+    let scale: Vec<&Row> = rows.iter().filter(|r| r.case.workload.at_scale()).collect();
+    if !scale.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "profiles at scale: medians of the runs; file: heapledger's profile, heaptrack's .zst; RSS: the largest process of the run (tool, program, helpers)"
+        );
+        let _ = writeln!(
+            s,
+            "{:<18} {:<17} {:>9} {:>9} {:>17} {:>9} {:>11}",
+            "workload", "tool", "median s", "added s", "added/heaptrack's", "file MB", "max RSS MB"
+        );
+        let mut last = "";
+        for r in &scale {
+            if r.s.times.is_empty() {
+                continue;
+            }
+            if !last.is_empty() && last != r.case.label {
+                let _ = writeln!(s);
+            }
+            last = &r.case.label;
+            let ht_added = find(&rows, r.case.workload, Tool::Heaptrack)
+                .and_then(|h| h.added)
+                .filter(|&a| a > 0.0);
+            let vs_ht = match r.s.tool {
+                Tool::Plain => None,
+                _ => r.added.zip(ht_added).map(|(a, h)| a / h),
+            };
+            let _ = writeln!(
+                s,
+                "{:<18} {:<17} {:>9} {:>9} {:>17} {:>9} {:>11}",
+                r.case.label,
+                r.s.tool.name(),
+                f(r.median, 3),
+                f(r.added, 3),
+                f(vs_ht, 2),
+                f(r.s.out_mb(), 1),
+                f(r.s.rss_mb(), 1),
+            );
+        }
+    }
+    if !analyses.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "reading the profiles (the last run's file; output to /dev/null): medians of the runs"
+        );
+        let _ = writeln!(
+            s,
+            "{:<18} {:<32} {:>9} {:>9} {:>11}",
+            "workload", "command", "file MB", "median s", "max RSS MB"
+        );
+        for a in analyses {
+            let label = cases.get(a.case).map_or("", |c| c.label.as_str());
+            if let (Some(e), true) = (&a.error, a.times.is_empty()) {
+                let _ = writeln!(s, "{:<18} {:<32} failed: {e}", label, a.what.name());
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "{:<18} {:<32} {:>9} {:>9} {:>11}",
+                label,
+                a.what.name(),
+                f(Some(a.input_bytes as f64 / 1e6), 1),
+                f(a.median(), 3),
+                f(a.rss_mb(), 1),
+            );
+        }
+    }
+
     // Targets.
     if !targets.is_empty() {
         let _ = writeln!(s);
@@ -420,7 +611,7 @@ pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
             };
             let _ = writeln!(
                 s,
-                "{:<8} {:<46} {:>10}  {:<10} {}",
+                "{:<10} {:<46} {:>10}  {:<10} {}",
                 t.workload, t.what, value, limit, v
             );
         }
@@ -504,7 +695,23 @@ pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
                 "added_s": r.added,
                 "ratio_to_plain": r.ratio,
                 "added_ns_per_pair": r.added_ns,
+                "max_rss_kb": r.s.rss_kb,
+                "output_bytes": r.s.out_bytes,
                 "error": r.s.error,
+            })
+        })
+        .collect();
+    let json_analyses: Vec<Value> = analyses
+        .iter()
+        .map(|a| {
+            json!({
+                "workload": cases.get(a.case).map(|c| c.workload.name()),
+                "command": a.what.name(),
+                "input_bytes": a.input_bytes,
+                "times_s": a.times,
+                "median_s": a.median(),
+                "max_rss_kb": a.rss_kb,
+                "error": a.error,
             })
         })
         .collect();
@@ -556,17 +763,34 @@ pub fn build(cases: &[Case], series: &[Series], meta: &Meta) -> Report {
         "results": results,
         "targets": json_targets,
         "threads": json_threads,
+        "analyses": json_analyses,
     });
-    let mut csv = String::from("workload,case,tool,run,seconds\n");
+    let mut csv = String::from("workload,case,tool,run,seconds,max_rss_kb,output_bytes\n");
+    let cell = |v: Option<&u64>| v.map_or_else(String::new, u64::to_string);
     for r in &rows {
         for (i, t) in r.s.times.iter().enumerate() {
             let _ = writeln!(
                 csv,
-                "{},{},{},{},{t:.6}",
+                "{},{},{},{},{t:.6},{},{}",
                 r.case.workload.name(),
                 r.case.label,
                 r.s.tool.name(),
-                i + 1
+                i + 1,
+                cell(r.s.rss_kb.get(i)),
+                cell(r.s.out_bytes.get(i)),
+            );
+        }
+    }
+    for a in analyses {
+        let label = cases.get(a.case).map_or("", |c| c.label.as_str());
+        let w = cases.get(a.case).map_or("", |c| c.workload.name());
+        for (i, t) in a.times.iter().enumerate() {
+            let _ = writeln!(
+                csv,
+                "{w},{label},{},{},{t:.6},{},",
+                a.what.name(),
+                i + 1,
+                cell(a.rss_kb.get(i)),
             );
         }
     }

@@ -1,5 +1,5 @@
-//! The workloads: two C programs built with `cc`, and a Python one-liner, each
-//! with the tools it is measured under.
+//! The workloads: C programs built with `cc`, a Python one-liner and Python
+//! compiling its standard library, each with the tools it is measured under.
 
 use crate::measure::{Stack, Tool};
 use anyhow::{bail, Context, Result};
@@ -10,6 +10,8 @@ use std::process::{Command, Stdio};
 const CHURN_C: &str = include_str!("../workloads/churn.c");
 const PAIRS_C: &str = include_str!("../workloads/pairs.c");
 const HELD_C: &str = include_str!("../workloads/held.c");
+const STACKS_C: &str = include_str!("../workloads/stacks.c");
+const VARIED_C: &str = include_str!("../workloads/varied.c");
 const FORWARD_C: &str = include_str!("../workloads/forward.c");
 
 /// The compiler flags of every workload: optimized, no frame pointers, like
@@ -29,15 +31,24 @@ pub enum Workload {
     Threads,
     /// 4 M small blocks alive at once: the table of live blocks under load.
     Held,
+    /// C: 1 M allocations from 500 000 distinct stacks 21 frames deep.
+    Stacks,
+    /// `python3 -m compileall -f -q` over a copy of the standard library.
+    Compileall,
+    /// `--stack none` on a churn that keeps 4096 blocks of varied sizes alive.
+    Varied,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Churn,
         Workload::Pairs,
         Workload::Python,
         Workload::Threads,
         Workload::Held,
+        Workload::Stacks,
+        Workload::Compileall,
+        Workload::Varied,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,9 +58,31 @@ impl Workload {
             Workload::Python => "python",
             Workload::Threads => "threads",
             Workload::Held => "held",
+            Workload::Stacks => "stacks",
+            Workload::Compileall => "compileall",
+            Workload::Varied => "varied",
         }
     }
+
+    /// The most timed runs of a slow workload, whatever `--runs` says.
+    pub fn max_runs(self) -> Option<u32> {
+        match self {
+            Workload::Stacks | Workload::Compileall => Some(MAX_RUNS_AT_SCALE),
+            _ => None,
+        }
+    }
+
+    /// Profiles at scale: their profiles are kept after the runs and read by
+    /// `heapledger report`, `heapledger tree` and `heaptrack_print`, and the
+    /// file size and largest RSS of each tool are reported.
+    pub fn at_scale(self) -> bool {
+        matches!(self, Workload::Stacks | Workload::Compileall)
+    }
 }
+
+/// `stacks` and `compileall` run at most this many times (each round takes
+/// tens of seconds under heaptrack on a 2-core machine).
+pub const MAX_RUNS_AT_SCALE: u32 = 3;
 
 /// How big each workload is.
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +95,14 @@ pub struct Sizes {
     pub python_strings: u64,
     /// Blocks `held` keeps alive at once.
     pub held_blocks: u64,
+    /// Allocations of `stacks`.
+    pub stacks_allocs: u64,
+    /// Distinct allocation stacks of `stacks` (at most 2^19).
+    pub stacks_distinct: u64,
+    /// malloc+free pairs of `varied`.
+    pub varied_pairs: u64,
+    /// `compileall` copies one module of the standard library in this many.
+    pub stdlib_one_in: usize,
 }
 
 impl Sizes {
@@ -71,6 +112,10 @@ impl Sizes {
             pairs_pairs: 20_000_000,
             python_strings: 3_000_000,
             held_blocks: 4_000_000,
+            stacks_allocs: 1_000_000,
+            stacks_distinct: 500_000,
+            varied_pairs: 5_000_000,
+            stdlib_one_in: 1,
         };
         if quick {
             Sizes {
@@ -78,6 +123,10 @@ impl Sizes {
                 pairs_pairs: s.pairs_pairs / 10,
                 python_strings: s.python_strings / 10,
                 held_blocks: s.held_blocks / 10,
+                stacks_allocs: s.stacks_allocs / 10,
+                stacks_distinct: s.stacks_distinct / 10,
+                varied_pairs: s.varied_pairs / 10,
+                stdlib_one_in: 10,
             }
         } else {
             s
@@ -246,7 +295,7 @@ fn tools_for(w: Workload, heaptrack: bool, floors: bool) -> Vec<Tool> {
     let mut v = vec![Tool::Plain, Tool::Heapledger(Stack::Dwarf)];
     match w {
         Workload::Churn => v.push(Tool::Heapledger(Stack::Fp)),
-        Workload::Pairs => v.push(Tool::Heapledger(Stack::None)),
+        Workload::Pairs | Workload::Varied => v.push(Tool::Heapledger(Stack::None)),
         Workload::Python => {
             v.push(Tool::HeapledgerSampled);
             if floors {
@@ -255,7 +304,7 @@ fn tools_for(w: Workload, heaptrack: bool, floors: bool) -> Vec<Tool> {
             }
         }
         Workload::Threads => v.push(Tool::Recorder),
-        Workload::Held => {}
+        Workload::Held | Workload::Stacks | Workload::Compileall => {}
     }
     // The threads table compares heapledger with the plain program only.
     if heaptrack && w != Workload::Threads {
@@ -271,6 +320,9 @@ pub struct Have<'a> {
     /// The preloads of the floors were built.
     pub floors: bool,
     pub python: Option<&'a Path>,
+    /// A folder for the data a workload needs (the copy of Python's
+    /// standard library), kept for the whole bench run.
+    pub data: &'a Path,
 }
 
 /// Builds what `w` needs into `dir` and returns its cases. `cache` keeps the
@@ -318,6 +370,42 @@ pub fn cases(
         Workload::Churn => one(&mut build, "churn", CHURN_C, sizes.churn_pairs)?,
         Workload::Pairs => one(&mut build, "pairs", PAIRS_C, sizes.pairs_pairs)?,
         Workload::Held => one(&mut build, "held", HELD_C, sizes.held_blocks)?,
+        Workload::Varied => one(&mut build, "varied", VARIED_C, sizes.varied_pairs)?,
+        Workload::Stacks => {
+            let p = Program {
+                exe: build("stacks", STACKS_C)?,
+                shown: "stacks".into(),
+                args: vec![
+                    sizes.stacks_allocs.to_string().into(),
+                    sizes.stacks_distinct.to_string().into(),
+                ],
+                env: vec![],
+            };
+            vec![case("stacks".into(), None, None, p)]
+        }
+        Workload::Compileall => {
+            let Some(py) = have.python else {
+                return Ok(vec![]);
+            };
+            let dir = have.data.join("stdlib");
+            let files = copy_stdlib(py, &dir, sizes.stdlib_one_in)?;
+            let p = Program {
+                exe: py.to_path_buf(),
+                shown: py.display().to_string(),
+                args: vec![
+                    "-m".into(),
+                    "compileall".into(),
+                    "-f".into(),
+                    "-q".into(),
+                    dir.into_os_string(),
+                ],
+                env: vec![("PYTHONMALLOC".into(), "malloc".into())],
+            };
+            eprintln!(
+                "heapledger-bench: compileall: {files} modules of the standard library copied"
+            );
+            vec![case("compileall".into(), None, None, p)]
+        }
         Workload::Python => {
             let Some(py) = have.python else {
                 return Ok(vec![]);
@@ -357,4 +445,154 @@ pub fn cases(
                 .collect()
         }
     })
+}
+
+/// Folders of the standard library that `compileall` leaves out: installed
+/// packages (not the standard library) and the test packages, which
+/// distributions ship apart (Debian's python3.11 has 668 modules, 13 MB,
+/// without them; the copy with them is 2.5 times as big). Without them,
+/// compiling the copy makes 7.9 M allocations with Python 3.11, near the
+/// 7.15 M of issue 30's measure.
+const LEFT_OUT: &[&str] = &[
+    "site-packages",
+    "dist-packages",
+    "__pycache__",
+    "test",
+    "tests",
+    "idle_test",
+];
+
+/// Copies the `*.py` files of `python`'s standard library into `dst` (made
+/// once per bench run; `compileall` writes its `__pycache__` there), leaving
+/// out the folders of `LEFT_OUT`, and keeping one file in `one_in` (sorted
+/// by path) for `--quick`. The files that do not compile on purpose (Python
+/// 2 syntax in lib2to3's test data) are then removed, so that `compileall`
+/// exits 0. Returns the number of files.
+fn copy_stdlib(python: &Path, dst: &Path, one_in: usize) -> Result<usize> {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import sysconfig;print(sysconfig.get_paths()[\"stdlib\"])",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    let src = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if !out.status.success() || !src.is_dir() {
+        bail!(
+            "{} names no standard library folder ({})",
+            python.display(),
+            src.display()
+        );
+    }
+    let mut found = Vec::new();
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        let from = src.join(&rel);
+        let rd =
+            std::fs::read_dir(&from).with_context(|| format!("cannot read {}", from.display()))?;
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name_s = name.to_string_lossy();
+            // No symbolic links: no loops, nothing outside the library.
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                if !LEFT_OUT.contains(&name_s.as_ref()) {
+                    todo.push(rel.join(&name));
+                }
+            } else if ft.is_file() && name_s.ends_with(".py") {
+                found.push(rel.join(&name));
+            }
+        }
+    }
+    found.sort();
+    let mut files = 0;
+    for rel in found.iter().step_by(one_in.max(1)) {
+        let to = dst.join(rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let from = src.join(rel);
+        std::fs::copy(&from, &to).with_context(|| format!("cannot copy {}", from.display()))?;
+        files += 1;
+    }
+    if files == 0 {
+        bail!("no *.py files in {}", src.display());
+    }
+    // One compileall run finds the files that do not compile; a second
+    // checks that none is left.
+    for attempt in 0..2 {
+        let out = Command::new(python)
+            .args(["-m", "compileall", "-f", "-q"])
+            .arg(dst)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {} -m compileall", python.display()))?;
+        if out.status.success() {
+            return Ok(files);
+        }
+        let failed = failed_compiles(&String::from_utf8_lossy(&out.stdout));
+        if attempt == 1 || failed.is_empty() {
+            bail!(
+                "{} -m compileall fails on the copy of its standard library in {} ({} files do not compile)",
+                python.display(),
+                dst.display(),
+                failed.len()
+            );
+        }
+        for f in &failed {
+            std::fs::remove_file(f).with_context(|| format!("cannot remove {}", f.display()))?;
+            files -= 1;
+        }
+    }
+    Ok(files)
+}
+
+/// The files named by compileall's "*** Error compiling 'PATH'..." lines.
+fn failed_compiles(stdout: &str) -> Vec<PathBuf> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("*** Error compiling '"))
+        .filter_map(|l| l.strip_suffix("'..."))
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_compiles_reads_compileall_errors() {
+        let dir = std::env::temp_dir().join(format!("hlb-failed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("bad.py");
+        std::fs::write(&bad, "print 'x'\n").unwrap();
+        let out = format!(
+            "*** Error compiling '{}'...\n  File \"x\", line 1\nSyntaxError: bad\n*** Error compiling '/nonexistent/x.py'...\n",
+            bad.display()
+        );
+        assert_eq!(failed_compiles(&out), vec![bad]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn quick_scales_the_new_workloads_down() {
+        let (full, quick) = (Sizes::new(false), Sizes::new(true));
+        assert_eq!(full.stacks_distinct, 500_000);
+        assert!(full.stacks_distinct <= 1 << 19);
+        assert_eq!(quick.stacks_allocs * 10, full.stacks_allocs);
+        assert_eq!(quick.varied_pairs * 10, full.varied_pairs);
+        assert_eq!((full.stdlib_one_in, quick.stdlib_one_in), (1, 10));
+    }
+
+    #[test]
+    fn slow_workloads_are_capped() {
+        for w in Workload::ALL {
+            assert_eq!(w.max_runs().is_some(), w.at_scale(), "{}", w.name());
+        }
+    }
 }
