@@ -137,24 +137,6 @@ pub struct Run {
     pub kept: Option<PathBuf>,
 }
 
-mod sys {
-    use std::ffi::{c_int, c_long};
-
-    /// `struct rusage` of Linux: two `struct timeval` (two longs each),
-    /// then 14 longs, `ru_maxrss` (KiB) first.
-    #[repr(C)]
-    pub struct Rusage {
-        pub utime: [c_long; 2],
-        pub stime: [c_long; 2],
-        pub maxrss: c_long,
-        pub rest: [c_long; 13],
-    }
-
-    extern "C" {
-        pub fn wait4(pid: c_int, status: *mut c_int, options: c_int, rusage: *mut Rusage) -> c_int;
-    }
-}
-
 /// Waits for the child `pid`; returns its status and its `ru_maxrss` (the
 /// largest RSS of it and of the descendants it waited for, in KiB).
 fn wait4(pid: u32) -> std::io::Result<(ExitStatus, u64)> {
@@ -162,14 +144,14 @@ fn wait4(pid: u32) -> std::io::Result<(ExitStatus, u64)> {
     let pid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
     let mut status = 0;
     // SAFETY: all zeroes is a valid rusage (plain integers).
-    let mut ru: sys::Rusage = unsafe { std::mem::zeroed() };
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
         // SAFETY: valid pointers to a c_int and a rusage that outlive the call.
-        let r = unsafe { sys::wait4(pid, &mut status, 0, &mut ru) };
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
         if r == pid {
             return Ok((
                 ExitStatus::from_raw(status),
-                u64::try_from(ru.maxrss).unwrap_or(0),
+                u64::try_from(ru.ru_maxrss).unwrap_or(0),
             ));
         }
         let e = std::io::Error::last_os_error();
