@@ -24,6 +24,17 @@ pub enum ProfileError {
         #[source]
         source: io::Error,
     },
+    /// The path names something that is not a regular file (a device such
+    /// as `/dev/zero`, a FIFO, a socket): refused before it is opened or read.
+    #[error(
+        "`{path}` is {what}, not a profile file; heapledger reads profiles from regular files only"
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead (`a character device`...).
+        what: &'static str,
+    },
     /// The file is empty (or only whitespace).
     #[error("profile `{path}` is empty; the recording was probably stopped before it was written, record again")]
     Empty {
@@ -76,7 +87,9 @@ pub enum ProfileError {
         /// The newest version this crate reads.
         supported: u32,
     },
-    /// A profile of a supported version whose content does not fit the format.
+    /// A profile of a supported version whose content does not fit the
+    /// format, or holds a value no real profile can have (a count near
+    /// `u64::MAX`, more bytes alive than any machine has).
     #[error("profile `{path}` is damaged: {detail}")]
     Malformed {
         /// The file.
@@ -101,6 +114,7 @@ impl ProfileError {
         match self {
             ProfileError::NotFound { path }
             | ProfileError::Unreadable { path, .. }
+            | ProfileError::NotAFile { path, .. }
             | ProfileError::Empty { path }
             | ProfileError::NotJson { path, .. }
             | ProfileError::Truncated { path, .. }

@@ -1,7 +1,23 @@
 //! Reading a dump back, in the CLI process.
+//!
+//! Nothing here trusts the dump: a length or count is checked against the
+//! bytes left before anything is reserved for it, a stack may not be longer
+//! than [`MAX_STACK_FRAMES`] nor all of them together hold more than
+//! [`MAX_FRAMES`] frames (a stack stores the frames it shares with the one
+//! before once, so a few bytes may stand for many frames), and a damaged or
+//! cut dump is an error, never a panic.
 
 use crate::*;
+use std::collections::HashMap;
 use std::fmt;
+
+/// The most frames one stack record may have: 16 times the deepest stack
+/// the recorder takes (`--max-depth` is at most 4096).
+pub const MAX_STACK_FRAMES: usize = 1 << 16;
+
+/// The most frames a dump's stacks may hold in all (1 GiB decoded): a
+/// hundred times those of a Python run with 16 000 stacks.
+pub const MAX_FRAMES: usize = 1 << 27;
 
 /// Everything a dump holds, decoded.
 #[derive(Clone, Debug, Default)]
@@ -84,7 +100,14 @@ pub enum DecodeError {
     NotADump,
     Truncated,
     UnsupportedVersion(u64),
-    BadRecord { tag: u8, offset: usize },
+    BadRecord {
+        tag: u8,
+        offset: usize,
+    },
+    /// The stacks hold more than [`MAX_FRAMES`] frames in all.
+    TooManyFrames {
+        offset: usize,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -101,6 +124,10 @@ impl fmt::Display for DecodeError {
             DecodeError::BadRecord { tag, offset } => {
                 write!(f, "bad record (tag {tag}) at byte {offset}")
             }
+            DecodeError::TooManyFrames { offset } => write!(
+                f,
+                "the stacks hold more than {MAX_FRAMES} frames in all at byte {offset}, more than a recorder writes"
+            ),
         }
     }
 }
@@ -176,6 +203,9 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
     };
     let mut d = Dump::default();
     let mut seen_header = false;
+    // Where the last stack of each id is in `d.stacks`, and their frames.
+    let mut stack_at: HashMap<u64, usize> = HashMap::new();
+    let mut frames_in_all = 0usize;
     loop {
         let at = r.pos;
         let t = r.byte()?;
@@ -215,19 +245,32 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
             Tag::Maps => d.maps = r.string()?,
             Tag::Stack => {
                 let id = r.u()?;
-                let n = r.u()? as usize;
-                let shared = r.u()? as usize;
+                let n = r.u()?;
+                let shared = r.u()?;
                 let prev: &[u64] = d.stacks.last().map_or(&[], |s| &s.frames);
-                if shared > n || shared > prev.len() {
-                    return Err(DecodeError::BadRecord { tag: t, offset: at });
+                let bad = DecodeError::BadRecord { tag: t, offset: at };
+                // Each frame not shared takes a byte at least.
+                let left = (r.buf.len() - r.pos) as u64;
+                if n > MAX_STACK_FRAMES as u64
+                    || shared > n
+                    || shared > prev.len() as u64
+                    || n - shared > left
+                {
+                    return Err(bad);
                 }
-                let mut frames = Vec::with_capacity(n.min(4096));
+                let (n, shared) = (n as usize, shared as usize);
+                frames_in_all += n;
+                if frames_in_all > MAX_FRAMES {
+                    return Err(DecodeError::TooManyFrames { offset: at });
+                }
+                let mut frames = Vec::with_capacity(n);
                 let mut last = prev.first().copied().unwrap_or(0);
                 for _ in 0..n - shared {
                     last = last.wrapping_add(r.i()? as u64);
                     frames.push(last);
                 }
                 frames.extend_from_slice(&prev[prev.len() - shared..]);
+                stack_at.insert(id, d.stacks.len());
                 d.stacks.push(StackRec {
                     id,
                     frames,
@@ -253,9 +296,9 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     max_alive: r.u()?,
                     at_peak: r.i()?,
                 };
-                // Stats follow their stack record; find it from the end.
-                match d.stacks.iter_mut().rev().find(|s| s.id == id) {
-                    Some(s) => s.counters = c,
+                // Stats follow their stack record: the last of that id.
+                match stack_at.get(&id) {
+                    Some(&i) => d.stacks[i].counters = c,
                     None => return Err(DecodeError::BadRecord { tag: t, offset: at }),
                 }
             }

@@ -35,5 +35,30 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         line.push_str(&text);
     }
-    line.replace('\n', " ")
+    short(&line)
+}
+
+/// The longest line an error prints; library errors keep well under it
+/// (they cut what they quote), this is the last guard.
+const MAX_LINE: usize = 400;
+
+/// `line` on one line (line breaks as spaces, other control characters
+/// escaped, so that none reaches the terminal), cut in the middle when
+/// longer than [`MAX_LINE`] characters.
+fn short(line: &str) -> String {
+    let mut out = String::with_capacity(line.len().min(4 * MAX_LINE));
+    for c in line.chars() {
+        match c {
+            '\n' | '\r' => out.push(' '),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    let count = out.chars().count();
+    if count <= MAX_LINE {
+        return out;
+    }
+    let head: String = out.chars().take(MAX_LINE / 2).collect();
+    let tail: String = out.chars().skip(count - MAX_LINE / 2 + 1).collect();
+    format!("{head}…{tail}")
 }

@@ -571,3 +571,196 @@ fn run_with_a_temporary_directory_that_does_not_exist() {
     assert_eq!(o.stderr, "");
     assert!(out.exists(), "no profile");
 }
+
+/// What a reader command did, with what it cost.
+struct Measured {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    wall: std::time::Duration,
+    /// Peak resident memory, KiB.
+    max_rss_kib: i64,
+}
+
+/// Runs `heapledger ARGS` in `dir` and measures its time and peak memory
+/// (`wait4`'s rusage of that one child); kills it after 10 s, or as soon as
+/// it holds more than 1 GiB, and fails the test then.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which measures it
+fn measured(dir: &Path, args: &[&std::ffi::OsStr]) -> Measured {
+    let out = dir.join(".stdout");
+    let err = dir.join(".stderr");
+    let start = std::time::Instant::now();
+    let child = Command::new(heapledger())
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let what = format!("heapledger {args:?}");
+    let (status, usage) = loop {
+        let mut status = 0;
+        // SAFETY: plain structs for the kernel to fill.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        assert!(r >= 0, "{what}: wait4: {}", std::io::Error::last_os_error());
+        if r == pid {
+            break (status, usage);
+        }
+        let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .unwrap_or(0);
+        if start.elapsed() > std::time::Duration::from_secs(10) || rss_kib > 1 << 20 {
+            // SAFETY: our child, not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let mut status = 0;
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            panic!(
+                "{what}: still ran after {:?} holding {rss_kib} KiB: killed",
+                start.elapsed()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    let wall = start.elapsed();
+    Measured {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        stdout: std::fs::read_to_string(&out).unwrap(),
+        stderr: std::fs::read_to_string(&err).unwrap(),
+        wall,
+        max_rss_kib: usage.ru_maxrss,
+    }
+}
+
+/// Peak resident memory a refusal may take: the program itself (a debug
+/// build holds about 6 MiB) and a few MiB more.
+const REFUSAL_RSS_KIB: i64 = 24 << 10;
+
+/// `report`, `tree` and `callgrind` on `file` each fail within a second and
+/// [`REFUSAL_RSS_KIB`], with one line on stderr that names the file and
+/// says each of `words`; callgrind writes nothing.
+fn every_reader_refuses(tmp: &TempDir, file: &Path, words: &[&str]) {
+    for command in ["report", "tree", "callgrind"] {
+        let what = format!("heapledger {command} {}", file.display());
+        // Once more if the machine was too busy to start it in a second.
+        let mut m = measured(tmp.path(), &[command.as_ref(), file.as_os_str()]);
+        if m.wall >= std::time::Duration::from_secs(1) {
+            m = measured(tmp.path(), &[command.as_ref(), file.as_os_str()]);
+        }
+        assert!(!m.stderr.contains("panicked"), "{what}: {}", m.stderr);
+        assert!(
+            matches!(m.code, Some(c) if c != 0),
+            "{what}: exit {:?}",
+            m.code
+        );
+        assert_eq!(m.stdout, "", "{what}");
+        assert!(
+            m.wall < std::time::Duration::from_secs(1),
+            "{what}: took {:?}",
+            m.wall
+        );
+        assert!(
+            m.max_rss_kib <= REFUSAL_RSS_KIB,
+            "{what}: took {} KiB",
+            m.max_rss_kib
+        );
+        let lines: Vec<&str> = m.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: {}", m.stderr);
+        let line = lines[0];
+        assert!(line.chars().count() < 300, "{what}: {line}");
+        let name = file.file_name().unwrap().to_string_lossy();
+        assert!(line.contains(name.as_ref()), "{what}: {line}");
+        for w in words {
+            assert!(line.contains(w), "{what}: does not say `{w}`: {line}");
+        }
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("callgrind.out"))
+            .collect();
+        assert!(left.is_empty(), "{what}: wrote {left:?}");
+    }
+}
+
+/// Issue 29, item 7: `report /dev/zero` grew to 5 GB, `callgrind
+/// /dev/zero` to 24 GB, and `/dev/urandom` never returned.
+#[test]
+fn readers_refuse_devices_at_once() {
+    let tmp = TempDir::new("bad-dev");
+    for dev in ["/dev/zero", "/dev/urandom", "/dev/null"] {
+        every_reader_refuses(&tmp, Path::new(dev), &["character device", "not a profile"]);
+    }
+}
+
+#[test]
+fn readers_refuse_a_fifo_without_opening_it() {
+    let tmp = TempDir::new("bad-fifo");
+    let fifo = tmp.join("profile.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    every_reader_refuses(&tmp, &fifo, &["FIFO"]);
+}
+
+/// A big file that is no profile is judged from its first bytes (sparse
+/// files: no disk is used).
+#[test]
+fn readers_judge_a_big_file_by_its_head() {
+    let tmp = TempDir::new("bad-big");
+    for (name, start, says) in [
+        ("zeros.json", &b""[..], "zero byte"),
+        ("brace.json", b"{", "not a JSON profile"),
+    ] {
+        let f = tmp.join(name);
+        std::fs::write(&f, start).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_len(8 << 30)
+            .unwrap();
+        every_reader_refuses(&tmp, &f, &[says]);
+    }
+}
+
+/// Issue 29, item 8: values no real profile can have are damage, not
+/// `16.0 EiB`; a quoted value of 10 000 characters is cut in the message.
+#[test]
+fn readers_report_impossible_values_as_damage_in_one_short_line() {
+    let tmp = TempDir::new("bad-values");
+    let good = String::from_utf8(recorded_profile(&tmp)).unwrap();
+    let set_first = |key: &str, value: &str| {
+        let mut at = good.find(key).unwrap_or_else(|| panic!("no {key}")) + key.len();
+        at += good[at..].len() - good[at..].trim_start().len();
+        let end = at + good[at..].find(|c: char| !c.is_ascii_digit()).unwrap();
+        format!("{}{value}{}", &good[..at], &good[end..])
+    };
+    let max = u64::MAX.to_string();
+    for (name, text, words) in [
+        (
+            "peak.json",
+            set_first("\"peakRequested\":", &max),
+            vec!["damaged", "heapledger.peakRequested", max.as_str()],
+        ),
+        (
+            "runtime.json",
+            set_first("\"runtime\":", &max),
+            vec!["damaged", "run.runtime"],
+        ),
+        (
+            "long.json",
+            set_first("\"runtime\":", &format!("\"{}\"", "x".repeat(10_000))),
+            vec!["damaged"],
+        ),
+    ] {
+        let f = tmp.join(name);
+        std::fs::write(&f, text).unwrap();
+        every_reader_refuses(&tmp, &f, &words);
+    }
+}
