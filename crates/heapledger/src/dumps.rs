@@ -67,6 +67,17 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
         .collect();
     entries.sort();
     for path in entries {
+        // The program can write in this directory: a FIFO or a device
+        // there would hang the read, and a link lead elsewhere.
+        let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+        if !regular {
+            eprintln!(
+                "heapledger: skipping {}: not a regular file",
+                path.display()
+            );
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
         let bytes = std::fs::read(&path)?;
         let _ = std::fs::remove_file(&path);
         if bytes.is_empty() {
