@@ -9,7 +9,8 @@
 //! another thread may still be unwinding with one. Their number is bounded by
 //! the number of module changes.
 
-use crate::sync::SpinLock;
+use crate::base::sync;
+use crate::base::sync::SpinLock;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::ffi::{c_int, c_void, CStr};
@@ -220,7 +221,7 @@ fn current_loader_gen() -> u64 {
 /// handler that interrupted one writes the profile from `_exit`): the list
 /// stays as it was.
 pub fn refresh(force: bool) {
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     let Some(_g) = REBUILD_LOCK.lock_unless_held_here() else {
         return;
     };

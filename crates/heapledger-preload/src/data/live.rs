@@ -11,15 +11,16 @@
 //!
 //! A slot is 16 bytes: the address, and the size and stack packed in one
 //! word. That is all most blocks have: their lifetime is not measured (see
-//! `hooks::LIFETIME_HEAD`), so they carry no time and no weight. The others
+//! `counters::LIFETIME_HEAD`), so they carry no time and no weight. The others
 //! (timed, sampled, or 2 GiB and more) keep the rest in a record of their
 //! shard, which the slot points to. At 16 bytes a cache line holds four
 //! slots and the tables take half the memory of full entries: on Python
 //! building 3 M strings, inserting into the table was the recorder's most
 //! expensive instruction, and filling its pages a tenth of its time.
 
-use crate::arena;
-use crate::sync::SpinLock;
+use crate::base::arena;
+use crate::base::sync;
+use crate::base::sync::SpinLock;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -38,7 +39,7 @@ pub struct Entry {
     pub time: u64,
     pub stack: u32,
     /// With `--sample-every`, the count the block stands for; otherwise
-    /// the weight of its lifetime (see `hooks::LIFETIME_HEAD`), 0 for a
+    /// the weight of its lifetime (see `counters::LIFETIME_HEAD`), 0 for a
     /// block whose lifetime is not measured.
     pub weight: u32,
 }
@@ -740,7 +741,7 @@ fn move_young() {
 /// (the block is then not known).
 #[inline(always)]
 pub fn insert(e: Entry) -> bool {
-    if crate::sync::single_threaded() {
+    if sync::single_threaded() {
         let s = young_slot(e.addr);
         // SAFETY: one thread, and no other hook runs on it while this one
         // does (a signal handler's calls are passed through).
@@ -763,7 +764,7 @@ pub fn insert(e: Entry) -> bool {
 /// Forgets a block, returning what was recorded of it, if anything.
 #[inline(always)]
 pub fn remove(addr: u64) -> Option<Entry> {
-    if crate::sync::single_threaded() {
+    if sync::single_threaded() {
         let s = young_slot(addr);
         // SAFETY: as in `insert`.
         unsafe {

@@ -20,8 +20,9 @@
 //! walk. Signal frames (glibc's `__restore_rt`) are crossed by
 //! reading the saved registers from the kernel's `ucontext`.
 
-use crate::modules::{self, Fh};
-use crate::stacks::{self, StackId, HASH_SEED};
+use crate::base::sync;
+use crate::data::modules::{self, Fh};
+use crate::data::stacks::{self, StackId, HASH_SEED};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
@@ -636,7 +637,7 @@ impl Unwind {
             iov_base: from as *mut _,
             iov_len: want,
         };
-        let _e = crate::sync::ErrnoGuard::new();
+        let _e = sync::ErrnoGuard::new();
         // SAFETY: the local buffer holds `want` bytes; the kernel checks the
         // remote range and stops at its first unmapped page.
         let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
