@@ -12,10 +12,10 @@
 //!
 //! The code stands in five layers, one folder each; a file uses its own
 //! layer and the layers below it, never one above (`tests/layers.rs`
-//! checks it; the one exception says why where it is, `// cycle kept:`):
+//! checks it, and that no file passes 600 lines):
 //!
 //! ```text
-//!  5 hooks/    entry points, one file per family: alloc, lean (malloc and
+//!  5 hooks/    entry points, one file per family: alloc, lean (malloc's and
 //!              free's fast paths), mmap, dl, pthread, signal_exit
 //!  4 process/  the process's life: start, signals, fork, dump, unhooked
 //!  3 thread/   per-thread state: tls, state, life, bounds, altstack, side
@@ -23,9 +23,10 @@
 //!  1 base/     clock, phase, config, sync, arena, real functions
 //! ```
 //!
-//! A new hook goes to `hooks/` (a new family, a new file there) and records
-//! through `thread/` and `data/`; something that happens once per process
-//! goes to `process/`.
+//! Two references go up, each with a comment that says why (`// cycle
+//! kept:` in `thread/tls.rs`, `// import kept:` in `base/config.rs`). A new
+//! family of hooks is a new file in `hooks/`; what happens once per process
+//! goes to `process/`. See also docs/architecture.md.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

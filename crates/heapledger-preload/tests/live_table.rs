@@ -1,4 +1,4 @@
-//! The table of live blocks (`src/data/live.rs`), checked against a `HashMap`
+//! The table of live blocks (`src/data/live/`), checked against a `HashMap`
 //! under address patterns that matter: a heap packed with small chunks
 //! (which overflows the address-ordered table), scattered addresses,
 //! addresses reused at once, growth while blocks come and go, and blocks
@@ -8,7 +8,7 @@
 
 #[path = "../src/base/arena.rs"]
 mod arena;
-#[path = "../src/data/live.rs"]
+#[path = "../src/data/live/mod.rs"]
 mod live;
 #[path = "../src/base/sync.rs"]
 mod sync;

@@ -2,6 +2,9 @@
 //! struct (`HEAPLEDGER_OPTS=stack=dwarf,depth=256,follow=1,parent=PID,sample=BYTES,
 //! lifetimes=exact`).
 
+// import kept: the default of `lifetime_head` is the counters' head of
+// timed blocks, whose meaning (and the sampling after it) data/counters.rs
+// defines; the configuration only carries the option that lifts it.
 use crate::data::counters;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use heapledger_wire::StackMode;

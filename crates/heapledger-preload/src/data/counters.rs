@@ -197,7 +197,7 @@ const RECENT: usize = 16;
 impl StackMap {
     /// An empty map, which allocates nothing until its first stack: a
     /// thread that never records, or one whose state is retired, keeps no
-    /// table (states are never freed; see `state::for_each_state`).
+    /// table (states are never freed; see `thread::state::for_each_state`).
     pub fn new() -> Self {
         StackMap {
             slots: Vec::new(),

@@ -72,7 +72,7 @@ struct Found {
 
 fn exe_path() -> String {
     let mut buf = [0u8; 4096];
-    // Through the calling thread first: see `dump::read_proc`.
+    // Through the calling thread first: see `dump::encode::read_proc`.
     for path in [c"/proc/thread-self/exe", c"/proc/self/exe"] {
         // SAFETY: buf is writable for its length.
         let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };

@@ -109,7 +109,7 @@ pub static FILTER: [AtomicU8; 1 << FILTER_BITS] = [const { AtomicU8::new(0) }; 1
 /// block and counts the call as the lean path would). Folding the higher
 /// bits in took 4 of the lean `free`'s 19 instructions, and a program's
 /// heap rarely spans 4 GiB. `free`'s lean path computes the same in
-/// assembly (`hooks::free`).
+/// assembly (`hooks::lean::free`).
 #[inline(always)]
 fn bucket(addr: u64) -> usize {
     ((addr >> 12) & ((1 << FILTER_BITS) - 1)) as usize

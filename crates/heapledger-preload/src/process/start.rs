@@ -44,7 +44,7 @@ fn start() -> bool {
         };
     }
     // Before any thread can take a lean path (they wait for this start to
-    // end): see `hooks::free`.
+    // end): see `hooks::lean::free`.
     sampler::pin(real::boot_base() as u64, real::BOOT_SIZE as u64);
     let t = tls::tls();
     let was = t.in_hook.replace(true);

@@ -96,7 +96,7 @@ fn retire(st: *mut ThreadState) {
 /// "Gone" is the kernel's word: a thread still runs its last clean-up
 /// after heapledger's key destructor retired its state (other libraries'
 /// destructors, whose calls still count in that state; see
-/// `hooks::count_call`), so the state is reused only once `tgkill` no
+/// `hooks::alloc::count_call`), so the state is reused only once `tgkill` no
 /// longer finds the thread. (A new thread given the same id meanwhile
 /// makes it wait for that one: late, never early.) A thread that lingers
 /// goes to the back of the queue, and the next oldest is tried, so that

@@ -6,6 +6,10 @@
 
 use super::state::ThreadState;
 use crate::base::clock::CALL_SAMPLE_LEAN;
+// cycle kept: a fatal signal that arrives while the thread is inside the
+// recorder is put off (`signals::on_fatal` sets `pending_signal`) until the
+// thread leaves it, here; acting on it is the signals' work, and the way
+// out of the recorder is this block's, so each side calls the other.
 use crate::process::signals;
 use core::cell::Cell;
 
@@ -55,7 +59,7 @@ pub struct Tls {
     pub malloc_ticks: Cell<u64>,
     pub free_ticks: Cell<u64>,
     /// The state this thread had, once retired (its last clean-up's calls
-    /// are counted there; see `hooks::count_call`).
+    /// are counted there; see `hooks::alloc::count_call`).
     pub retired: Cell<*mut ThreadState>,
     /// The thread a call of `pthread_getattr_np` made by this thread is
     /// about, while it runs (0 otherwise); see `stack_bounds`.
@@ -73,7 +77,7 @@ pub struct Tls {
     pub bounds: Cell<(u64, u64)>,
     /// The recorder itself is calling a C library function that may
     /// allocate: those calls are passed through and are not the program's
-    /// (see `hooks::unrecorded`).
+    /// (see `hooks::enter::unrecorded`).
     pub own_calls: Cell<bool>,
 }
 

@@ -157,7 +157,7 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
     });
     if cfg.stack_mode == heapledger_wire::StackMode::None {
         // Every block was the empty stack's (the hooks skip its maxima, see
-        // `hooks::stackless`): its bytes at the peak and its highest are the
+        // `hooks::alloc::stackless`): its bytes at the peak and its highest are the
         // process's peak.
         if let Some(m) = merged.get_mut(0) {
             let peak = counters::PEAK.load(Ordering::Relaxed);
