@@ -6,44 +6,46 @@
 //!
 //! Rules that hold throughout, because this code runs inside someone else's
 //! `malloc`: nothing here allocates from the program's heap (the global
-//! allocator is a private mmap arena, `arena.rs`), the per-event path takes
-//! no lock shared by all threads and makes no system call, and every hook
-//! forwards untouched when it cannot record.
+//! allocator is a private mmap arena, `base/arena.rs`), the per-event path
+//! takes no lock shared by all threads and makes no system call, and every
+//! hook forwards untouched when it cannot record.
+//!
+//! The code stands in five layers, one folder each; a file uses its own
+//! layer and the layers below it, never one above (`tests/layers.rs`
+//! checks it, and that no file passes 600 lines):
+//!
+//! ```text
+//!  5 hooks/    entry points, one file per family: alloc, lean (malloc's and
+//!              free's fast paths), mmap, dl, pthread, signal_exit
+//!  4 process/  the process's life: start, signals, fork, dump, unhooked
+//!  3 thread/   per-thread state: tls, state, life, bounds, altstack, side
+//!  2 data/     live blocks, stacks, counters, unwind, modules, maps, sampler
+//!  1 base/     clock, phase, config, sync, arena, real functions
+//! ```
+//!
+//! Two references go up, each with a comment that says why (`// cycle
+//! kept:` in `thread/tls.rs`, `// import kept:` in `base/config.rs`). A new
+//! family of hooks is a new file in `hooks/`; what happens once per process
+//! goes to `process/`. See also docs/architecture.md.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 
-mod altstack;
-mod arena;
-mod config;
-mod counters;
-mod dump;
-mod fork;
+mod base;
+mod data;
 mod hooks;
-mod live;
-mod maps;
-mod modules;
-mod real;
-mod sampler;
-mod side;
-mod signals;
-mod stacks;
-mod state;
-mod sync;
+mod process;
 mod thread;
-mod unwind;
 
-use core::sync::atomic::AtomicU64;
+use base::arena;
+use process::{dump, start};
 
 #[global_allocator]
 static GLOBAL: arena::Arena = arena::Arena;
 
-/// Events forwarded without being recorded (re-entered hooks).
-pub(crate) static UNRECORDED: AtomicU64 = AtomicU64::new(0);
-
 extern "C" fn on_load() {
-    let _ = state::ready();
+    let _ = start::ready();
 }
 
 extern "C" fn on_unload() {

@@ -1,4 +1,4 @@
-//! The recorder's allocator (`src/arena.rs`): growing and shrinking a block
+//! The recorder's allocator (`src/base/arena.rs`): growing and shrinking a block
 //! keeps its bytes, whether it moves between size classes, from a class to
 //! a mapping of its own, or (moved by the kernel) between two mappings; and
 //! the memory it reports comes back to where it was once the blocks are
@@ -6,10 +6,14 @@
 
 #![allow(dead_code)]
 
-#[path = "../src/arena.rs"]
+#[path = "../src/base/arena.rs"]
 mod arena;
-#[path = "../src/sync.rs"]
+#[path = "../src/base/sync.rs"]
 mod sync;
+/// The recorder's layout, for the paths inside (`crate::base::sync`).
+mod base {
+    pub(crate) use super::sync;
+}
 
 use arena::{Arena, INTERNAL_BYTES};
 use std::alloc::{GlobalAlloc, Layout};

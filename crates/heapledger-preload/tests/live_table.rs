@@ -1,4 +1,4 @@
-//! The table of live blocks (`src/live.rs`), checked against a `HashMap`
+//! The table of live blocks (`src/data/live/`), checked against a `HashMap`
 //! under address patterns that matter: a heap packed with small chunks
 //! (which overflows the address-ordered table), scattered addresses,
 //! addresses reused at once, growth while blocks come and go, and blocks
@@ -6,12 +6,16 @@
 
 #![allow(dead_code)]
 
-#[path = "../src/arena.rs"]
+#[path = "../src/base/arena.rs"]
 mod arena;
-#[path = "../src/live.rs"]
+#[path = "../src/data/live/mod.rs"]
 mod live;
-#[path = "../src/sync.rs"]
+#[path = "../src/base/sync.rs"]
 mod sync;
+/// The recorder's layout, for the paths inside (`crate::base::sync`).
+mod base {
+    pub(crate) use super::{arena, sync};
+}
 
 use live::{Entry, Table};
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
-//! `src/maps.rs`: the line of `/proc/self/maps` that holds an address,
+//! `src/data/maps.rs`: the line of `/proc/self/maps` that holds an address,
 //! found in text fed in pieces of any size.
 
-#[path = "../src/maps.rs"]
+#[path = "../src/data/maps.rs"]
 mod maps;
 
 use maps::{mapping_of, MapsScan};

@@ -17,8 +17,12 @@
 //! The unwinder is not affected: it walks the program's frames from the
 //! record the trampoline pushed, wherever the recorder's own frames are.
 
-use crate::sync::SpinLock;
-use crate::thread::{self, Tls};
+use crate::base::arena;
+use crate::base::sync;
+use crate::base::sync::SpinLock;
+use crate::thread::bounds;
+use crate::thread::state;
+use crate::thread::tls::{self, Tls};
 use core::mem::MaybeUninit;
 
 /// Stack a hook may use, with room for the real allocator below it.
@@ -55,7 +59,7 @@ fn stack_pointer() -> u64 {
 /// short here. In place, it costs a load, a subtraction and a comparison.
 #[inline(always)]
 pub fn roomy<R>(f: impl FnOnce(&Tls) -> R) -> R {
-    let t = thread::tls();
+    let t = tls::tls();
     if stack_pointer().wrapping_sub(t.stack_floor.get()) <= t.stack_span.get() as u64 {
         f(t)
     } else {
@@ -68,7 +72,7 @@ pub fn roomy<R>(f: impl FnOnce(&Tls) -> R) -> R {
 /// thread's state was retired): `exit` called from a thread with a small
 /// stack writes it there.
 pub fn deep<R>(f: impl FnOnce() -> R) -> R {
-    let t = thread::tls();
+    let t = tls::tls();
     if stack_pointer().wrapping_sub(t.stack_floor.get()) <= t.stack_span.get() as u64 {
         f()
     } else {
@@ -84,7 +88,7 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R, hook: bool) -> R {
     // stack); anything while a frame of this thread uses the side stack
     // (on it, it goes on below; elsewhere, a handler on an alternate signal
     // stack that interrupted it must not run over it).
-    if (hook && (t.in_hook.get() || thread::is_dead(t.state.get()))) || t.side_busy.get() {
+    if (hook && (t.in_hook.get() || state::is_dead(t.state.get()))) || t.side_busy.get() {
         return f(t);
     }
     let sp = stack_pointer();
@@ -105,7 +109,7 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R, hook: bool) -> R {
     // SAFETY: `top` is the top of this thread's side stack, unused: no
     // frame of this thread runs on it (`side_busy`, checked above).
     t.side_busy.set(true);
-    let r = unsafe { call_on(top, || f(thread::tls())) };
+    let r = unsafe { call_on(top, || f(tls::tls())) };
     t.side_busy.set(false);
     r
 }
@@ -141,8 +145,8 @@ fn learn_aside(t: &Tls) {
 /// Sets the thread's stack floor and span, the first time.
 fn learn(t: &Tls) {
     let was = t.in_hook.replace(true);
-    let (lo, hi) = thread::room_bounds();
-    thread::leave_recorder(t, was);
+    let (lo, hi) = bounds::room_bounds();
+    tls::leave_recorder(t, was);
     // A stack over 4 GiB runs hooks in place in its top 4 GiB only.
     let floor = lo
         .saturating_add(NEED)
@@ -157,11 +161,11 @@ fn learn(t: &Tls) {
 }
 
 fn map_side(t: &Tls) -> u64 {
-    let base = crate::arena::map_stack(SIDE + GUARD);
+    let base = arena::map_stack(SIDE + GUARD);
     if base.is_null() {
         return 0;
     }
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     // SAFETY: the first page of the mapping just made.
     unsafe { libc::syscall(libc::SYS_mprotect, base, GUARD, libc::PROT_NONE) };
     let top = base as u64 + (SIDE + GUARD) as u64;
@@ -176,9 +180,7 @@ pub fn thread_ends(t: &Tls) {
     if top != 0 {
         // SAFETY: the mapping made by `map_side`; no frame runs on it (the
         // thread's end is not reached from inside a hook).
-        unsafe {
-            crate::arena::unmap_stack((top - (SIDE + GUARD) as u64) as *mut u8, SIDE + GUARD)
-        };
+        unsafe { arena::unmap_stack((top - (SIDE + GUARD) as u64) as *mut u8, SIDE + GUARD) };
     }
 }
 

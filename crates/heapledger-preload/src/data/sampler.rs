@@ -10,6 +10,7 @@
 //! filter over addresses (one byte per bucket, shared, rarely written) says
 //! "certainly not" for almost every unsampled block without taking a lock.
 
+use core::cell::Cell;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// The random part of a thread's sampler. The bytes left before the next
@@ -51,29 +52,37 @@ impl Sampler {
     }
 
     /// Whether an allocation of `size` bytes is sampled; if so, its count
-    /// weight (1/p, rounded without bias).
+    /// weight (1/p, rounded without bias). `left`, `seg` and `lean_bytes`
+    /// are the thread's countdown, kept in its TLS block (`Tls::left`,
+    /// `Tls::seg`, `Tls::lean_bytes`) for the lean paths.
     #[inline(always)]
-    pub fn take(&mut self, t: &crate::thread::Tls, size: u64) -> Option<u64> {
+    pub fn take(
+        &mut self,
+        left: &Cell<i64>,
+        seg: &Cell<i64>,
+        lean_bytes: &Cell<u64>,
+        size: u64,
+    ) -> Option<u64> {
         // A zero-byte request holds no sample point (its weight would be
         // infinite); it is counted in the per-function totals only.
         if size == 0 {
             return None;
         }
-        let left = t.left.get();
-        let l = left - size as i64;
+        let before = left.get();
+        let l = before - size as i64;
         if l > 0 {
-            t.left.set(l);
+            left.set(l);
             // Bytes of a full hook: not the lean path's (see `Tls::seg`).
-            t.seg.set(t.seg.get() - size as i64);
+            seg.set(seg.get() - size as i64);
             return None;
         }
         // A sample point: what the lean path took since the last one is
         // kept, and both restart from the new gap.
-        let lean = t.seg.get().wrapping_sub(left).max(0) as u64;
-        t.lean_bytes.set(t.lean_bytes.get().wrapping_add(lean));
+        let lean = seg.get().wrapping_sub(before).max(0) as u64;
+        lean_bytes.set(lean_bytes.get().wrapping_add(lean));
         let gap = self.gap();
-        t.left.set(gap);
-        t.seg.set(gap);
+        left.set(gap);
+        seg.set(gap);
         let w = 1.0 / probability(size, self.mean);
         let whole = w.floor();
         let extra = (self.uniform() <= w - whole) as u64;
@@ -100,7 +109,7 @@ pub static FILTER: [AtomicU8; 1 << FILTER_BITS] = [const { AtomicU8::new(0) }; 1
 /// block and counts the call as the lean path would). Folding the higher
 /// bits in took 4 of the lean `free`'s 19 instructions, and a program's
 /// heap rarely spans 4 GiB. `free`'s lean path computes the same in
-/// assembly (`hooks::free`).
+/// assembly (`hooks::lean::free`).
 #[inline(always)]
 fn bucket(addr: u64) -> usize {
     ((addr >> 12) & ((1 << FILTER_BITS) - 1)) as usize

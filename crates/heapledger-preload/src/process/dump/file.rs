@@ -1,51 +1,28 @@
-//! Writing the raw dump when the process ends (exit, `_exit`, a fatal
-//! signal). It holds addresses and counters only; the `heapledger` CLI
-//! symbolizes them and writes the profile, outside the profiled process.
+//! The dump's file: created when recording starts and kept open until the
+//! process ends, and written through a buffer.
 
-use crate::counters::{PerStack, PEAK, PEAK_TICKS};
-use crate::thread;
-use crate::{arena, config, live, modules, stacks, state, UNRECORDED};
+use super::stderr_line;
+use crate::base::config;
+use crate::base::sync;
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
-use heapledger_wire::{Encoder, Globals, Sink, Tag, VERSION};
-
-static DUMPED: AtomicBool = AtomicBool::new(false);
-
-/// In a forked child: it writes its own dump.
-pub fn forked() {
-    DUMPED.store(false, Ordering::Relaxed);
-}
-
-pub fn now_ns() -> u64 {
-    clock(libc::CLOCK_MONOTONIC)
-}
-
-fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is writable.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use heapledger_wire::Sink;
 
 /// The dump file, written through a 64 KiB buffer as it is encoded (a
 /// Python start-up alone makes a 9 MB dump; building it whole first cost
 /// copies as the buffer grew). The first write error is kept and reported
 /// once; a dump cut short is refused by the reader as truncated.
-struct FileSink {
-    fd: i32,
-    buf: Vec<u8>,
-    err: i32,
+pub(super) struct FileSink {
+    pub(super) fd: i32,
+    pub(super) buf: Vec<u8>,
+    pub(super) err: i32,
 }
 
-const SINK_BUF: usize = 1 << 16;
+pub(super) const SINK_BUF: usize = 1 << 16;
 
 impl FileSink {
-    fn flush(&mut self) {
+    pub(super) fn flush(&mut self) {
         let mut off = 0;
         while off < self.buf.len() && self.err == 0 {
             // SAFETY: writing our own buffer to our own fd.
@@ -103,285 +80,6 @@ impl Sink for FileSink {
     }
 }
 
-fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
-    let mut out = Vec::new();
-    // SAFETY: a NUL-terminated path; the buffer is writable for its length.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return out;
-        }
-        let mut buf = [0u8; 8192];
-        loop {
-            let n = libc::read(fd, buf.as_mut_ptr() as *mut _, buf.len());
-            if n <= 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n as usize]);
-        }
-        libc::close(fd);
-    }
-    out
-}
-
-/// A file of this process in /proc, read through the calling thread's
-/// directory first: where the main thread has ended (`pthread_exit` in
-/// `main`, the process living on in other threads), `/proc/self/` shows an
-/// empty command line, no executable and no mappings.
-fn read_proc(thread: &core::ffi::CStr, process: &core::ffi::CStr) -> Vec<u8> {
-    let v = read_file(thread);
-    if v.is_empty() {
-        read_file(process)
-    } else {
-        v
-    }
-}
-
-fn exe() -> Vec<u8> {
-    let mut buf = vec![0u8; 4096];
-    for path in [c"/proc/thread-self/exe", c"/proc/self/exe"] {
-        // SAFETY: buf is writable for its length.
-        let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
-        if n > 0 {
-            buf.truncate(n as usize);
-            return buf;
-        }
-    }
-    Vec::new()
-}
-
-fn stderr_line(s: &str) {
-    // SAFETY: writing a byte buffer to fd 2.
-    unsafe { libc::write(2, s.as_ptr() as *const _, s.len()) };
-}
-
-/// Writes this process's dump once; `why` names the way out ("signal"
-/// avoids work that is unsafe in a signal handler). On the side stack where
-/// the thread's stack is short (see `side.rs`).
-pub fn write(why: &str) {
-    crate::side::deep(|| write_here(why))
-}
-
-fn write_here(why: &str) {
-    // A vfork child leaving through _exit runs on its parent's memory: it
-    // must neither write the parent's data as its own nor stop the parent.
-    if state::get() != state::State::Recording
-        || !state::owns_memory()
-        || DUMPED.swap(true, Ordering::AcqRel)
-    {
-        return;
-    }
-    let _e = crate::sync::ErrnoGuard::new();
-    let was = thread::tls().in_hook.replace(true);
-    state::set(state::State::Finished);
-    let in_signal = why == "signal";
-    if !in_signal {
-        modules::refresh(false);
-    }
-    let file = match reserved() {
-        Reserved::Ready(fd, path) => Some((fd, path)),
-        // Said already; the directory holds this process's file, empty.
-        Reserved::Lost => None,
-        Reserved::None => open_dump(),
-    };
-    if let Some((fd, path)) = file {
-        let mut e = Encoder::new(FileSink {
-            fd,
-            buf: Vec::with_capacity(SINK_BUF),
-            err: 0,
-        });
-        encode(&mut e);
-        e.sink.flush();
-        // SAFETY: fd is ours.
-        unsafe { libc::close(fd) };
-        if e.sink.err != 0 {
-            stderr_line(&alloc::format!(
-                "heapledger: cannot write profile data to {path}: {}\n",
-                describe(e.sink.err)
-            ));
-        }
-    }
-    thread::leave_recorder(thread::tls(), was);
-}
-
-fn encode(e: &mut Encoder<FileSink>) {
-    let cfg = config::get();
-    let end_ticks = crate::hooks::ticks();
-    let end_ns = now_ns();
-    let start_ticks = state::START_TICKS.load(Ordering::Relaxed);
-    let start_ns = state::START_NS.load(Ordering::Relaxed);
-    let elapsed_ns = end_ns.saturating_sub(start_ns).max(1);
-    let tps = ((end_ticks.saturating_sub(start_ticks)) as u128 * 1_000_000_000 / elapsed_ns as u128)
-        as u64;
-    let wall_start = clock(libc::CLOCK_REALTIME).saturating_sub(elapsed_ns);
-
-    e.tag(Tag::Header);
-    // SAFETY: no preconditions.
-    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
-    for v in [
-        VERSION,
-        pid as u64,
-        ppid as u64,
-        cfg.stack_mode as u64,
-        cfg.max_depth as u64,
-        cfg.sample_every,
-        cfg.lifetime_head,
-        tps,
-        start_ticks,
-        end_ticks,
-        wall_start,
-    ] {
-        e.u(v);
-    }
-    e.bytes(&exe());
-    e.bytes(&read_proc(
-        c"/proc/thread-self/cmdline",
-        c"/proc/self/cmdline",
-    ));
-
-    if let Some(seen) = modules::SEEN.try_lock_for(1000) {
-        for m in seen.iter() {
-            e.tag(Tag::Module);
-            e.u(m.start);
-            e.u(m.end);
-            e.u(m.file_offset);
-            e.bytes(m.path.as_bytes());
-            e.bytes(&m.build_id);
-        }
-    }
-    e.tag(Tag::Maps);
-    e.bytes(&read_proc(c"/proc/thread-self/maps", c"/proc/self/maps"));
-    if let Some((names, by)) = crate::hooks::unhooked() {
-        let mut list = Vec::new();
-        for n in names {
-            list.extend_from_slice(n);
-            list.push(0);
-        }
-        e.tag(Tag::Unhooked);
-        e.bytes(&list);
-        e.bytes(by);
-    }
-
-    // Merge every thread's counters.
-    let epoch = crate::counters::epoch();
-    let n = stacks::count() as usize;
-    let mut merged = vec![
-        PerStack {
-            epoch,
-            ..Default::default()
-        };
-        n
-    ];
-    let mut sizes = crate::counters::SizeHistogram::new();
-    let mut jumps = crate::counters::Histogram::new();
-    let mut unknown_frees = 0;
-    let mut truncated = 0;
-    // (thread number, memory operations, per-function (count, sum, ticks))
-    type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
-    let mut threads: Vec<ThreadRow> = Vec::new();
-    // (threads merged, memory operations, per function) of thread::FOLDED
-    let mut folded: Option<ThreadRow> = None;
-    thread::for_each_state(|s| {
-        for (id, ps) in s.stacks.iter() {
-            if let Some(m) = merged.get_mut(id as usize) {
-                m.absorb(ps, epoch);
-            }
-        }
-        sizes.absorb(&s.sizes);
-        jumps.absorb(&s.jumps);
-        unknown_frees += s.unknown_frees;
-        truncated += s.truncated;
-        if s.number < thread::SPARE {
-            let (ops, stats) = s.totals();
-            threads.push((s.number, ops, stats));
-        } else if s.number == thread::FOLDED {
-            folded = Some((s.merged, s.mem_ops, s.stats));
-        }
-    });
-    if cfg.stack_mode == heapledger_wire::StackMode::None {
-        // Every block was the empty stack's (the hooks skip its maxima, see
-        // `hooks::stackless`): its bytes at the peak and its highest are the
-        // process's peak.
-        if let Some(m) = merged.get_mut(0) {
-            let peak = crate::counters::PEAK.load(Ordering::Relaxed);
-            m.at_peak = peak as i64;
-            m.epoch = epoch;
-            stacks::entry(0).max_alive.store(peak, Ordering::Relaxed);
-        }
-    }
-    // Each stack is written against the one before (they share outer frames).
-    let mut prev: &[u64] = &[];
-    for (id, m) in merged.iter().enumerate() {
-        if m.t.is_empty() {
-            continue;
-        }
-        let entry = stacks::entry(id as u32);
-        let frames = stacks::frames(entry);
-        e.stack(id as u64, frames, prev);
-        prev = frames;
-        e.stack_counters(id as u64, &m.wire_counters(id as u32, epoch));
-    }
-    threads.sort_by_key(|t| t.0);
-    let rows = threads.iter().map(|r| (Tag::Thread, r));
-    for (tag, (first, ops, stats)) in rows.chain(folded.iter().map(|r| (Tag::EndedThreads, r))) {
-        e.tag(tag);
-        e.u(*first);
-        e.u(*ops);
-        for (c, s, t) in stats {
-            e.u(*c);
-            e.u(*s);
-            e.u(*t);
-        }
-    }
-    for (size, c) in sizes.iter() {
-        e.tag(Tag::Size);
-        e.u(size);
-        e.u(c);
-    }
-    for ((old, new), c) in jumps.iter() {
-        e.tag(Tag::ReallocJump);
-        e.u(old);
-        e.u(new);
-        e.u(c);
-    }
-    // Leaks: blocks still alive, grouped by stack.
-    let mut leaks: Vec<(u64, u64)> = vec![(0, 0); n];
-    let mut alive_total = 0u64;
-    live::for_each_block(|b| {
-        if let Some(l) = leaks.get_mut(b.stack as usize) {
-            l.0 += 1;
-            l.1 += b.size;
-        }
-        alive_total += b.size;
-    });
-    for (id, &(c, b)) in leaks.iter().enumerate() {
-        if c > 0 {
-            e.tag(Tag::Leak);
-            e.u(id as u64);
-            e.u(c);
-            e.u(b);
-        }
-    }
-    let max_threads = thread::REGISTRY
-        .try_lock_for(1000)
-        .map_or(0, |r| r.max_alive);
-    e.globals(&Globals {
-        peak_requested: PEAK.load(Ordering::Relaxed),
-        peak_ticks: PEAK_TICKS
-            .load(Ordering::Relaxed)
-            .saturating_sub(start_ticks),
-        alive_requested: alive_total,
-        internal_memory: arena::INTERNAL_BYTES.load(Ordering::Relaxed),
-        internal_peak: arena::INTERNAL_PEAK.load(Ordering::Relaxed),
-        max_threads,
-        truncated_stacks: truncated,
-        unrecorded_events: UNRECORDED.load(Ordering::Relaxed),
-        unknown_frees,
-        dropped_histogram_entries: sizes.large.dropped + jumps.dropped,
-    });
-    e.tag(Tag::End);
-}
-
 /// The dump file of this process, created when it starts recording and
 /// kept open until it ends: by then the program may have changed to a user
 /// that cannot write the directory (a daemon started as root), entered a
@@ -406,7 +104,7 @@ const RESERVED_AT: u64 = 1023;
 /// dump is created at the end as before, which reports why.
 pub fn reserve() {
     forget();
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     let Some((fd, path)) = open_dump_quietly() else {
         return;
     };
@@ -465,7 +163,7 @@ pub fn forget() {
     }
 }
 
-enum Reserved {
+pub(super) enum Reserved {
     /// Open and ready to be written.
     Ready(i32, String),
     /// Reserved, but it can no longer be opened (said on stderr).
@@ -476,7 +174,7 @@ enum Reserved {
 
 /// The reserved dump file, ready to be written: its descriptor if it still
 /// is ours, else the same file opened again by its path.
-fn reserved() -> Reserved {
+pub(super) fn reserved() -> Reserved {
     let fd = RESERVED_FD.swap(-1, Ordering::AcqRel);
     let path = RESERVED_PATH.load(Ordering::Acquire);
     if path.is_null() {
@@ -521,7 +219,7 @@ fn reserved() -> Reserved {
 
 /// Creates `$HEAPLEDGER_DIR/PID.hlraw` (or PID.N.hlraw if taken); None when
 /// there is no directory or the file cannot be created (said on stderr).
-fn open_dump() -> Option<(i32, String)> {
+pub(super) fn open_dump() -> Option<(i32, String)> {
     create_dump(true)
 }
 
@@ -613,7 +311,7 @@ fn create(path: &str) -> Result<i32, i32> {
 /// What `errno` means, for the one line on stderr: the usual reasons a file
 /// cannot be written, by name (`strerror` is neither thread- nor
 /// signal-safe, and may allocate to translate), and the number otherwise.
-fn describe(err: i32) -> String {
+pub(super) fn describe(err: i32) -> String {
     let what = match err {
         libc::ENOENT => "no such directory",
         libc::EACCES | libc::EPERM => "permission denied",

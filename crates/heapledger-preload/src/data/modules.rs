@@ -9,7 +9,8 @@
 //! another thread may still be unwinding with one. Their number is bounded by
 //! the number of module changes.
 
-use crate::sync::SpinLock;
+use crate::base::sync;
+use crate::base::sync::SpinLock;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::ffi::{c_int, c_void, CStr};
@@ -71,7 +72,7 @@ struct Found {
 
 fn exe_path() -> String {
     let mut buf = [0u8; 4096];
-    // Through the calling thread first: see `dump::read_proc`.
+    // Through the calling thread first: see `dump::encode::read_proc`.
     for path in [c"/proc/thread-self/exe", c"/proc/self/exe"] {
         // SAFETY: buf is writable for its length.
         let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
@@ -220,7 +221,7 @@ fn current_loader_gen() -> u64 {
 /// handler that interrupted one writes the profile from `_exit`): the list
 /// stays as it was.
 pub fn refresh(force: bool) {
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     let Some(_g) = REBUILD_LOCK.lock_unless_held_here() else {
         return;
     };

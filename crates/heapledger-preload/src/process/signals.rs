@@ -19,7 +19,9 @@
 //! signal cost the whole profile as often as the program was inside the
 //! recorder: five times in six for `timeout` on a malloc loop.
 
-use crate::{dump, real};
+use crate::base::{phase, real};
+use crate::process::dump;
+use crate::thread::tls;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -71,7 +73,7 @@ extern "C" fn on_fatal(sig: c_int) {
     // The recorder's locks are only held while its thread is inside it; a
     // signal that interrupted this thread there cannot write the dump
     // without deadlocking on them.
-    let t = crate::thread::tls();
+    let t = tls::tls();
     if t.in_hook.get() {
         if TERMINATING.contains(&sig) {
             // Held until the thread leaves the recorder. The handler stays
@@ -98,7 +100,7 @@ extern "C" fn on_fatal(sig: c_int) {
 /// unless the program has since taken the signal over.
 #[cold]
 pub fn deferred() {
-    let t = crate::thread::tls();
+    let t = tls::tls();
     let sig = t.pending_signal.replace(0) as c_int;
     if sig == 0 {
         return;
@@ -135,7 +137,7 @@ fn die_of(sig: c_int) {
 /// Whether `sig` ends the program by default and heapledger saves the profile
 /// when it does (while recording).
 pub fn is_fatal(sig: c_int) -> bool {
-    fatal().any(|s| s == sig) && crate::state::get() == crate::state::State::Recording
+    fatal().any(|s| s == sig) && phase::get() == phase::State::Recording
 }
 
 /// Installs heapledger's handler for `sig` (whose action is, or is being set

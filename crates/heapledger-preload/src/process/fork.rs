@@ -10,14 +10,17 @@
 //! sides. (glibc takes no allocator lock to fork a single-threaded process,
 //! so such a program forks from a handler safely without heapledger.)
 
-use crate::sync::RawSpin;
-use crate::{arena, config, live, modules, side, stacks, state, thread};
+use crate::base::sync::RawSpin;
+use crate::base::{arena, config, phase};
+use crate::data::{live, modules, stacks};
+use crate::process::dump;
+use crate::thread::{life, side, state};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Every lock of the recorder, in the order they are taken.
 fn locks() -> impl Iterator<Item = &'static RawSpin> {
     [
-        thread::REGISTRY.raw(),
+        state::REGISTRY.raw(),
         stacks::INSERT.raw(),
         modules::REBUILD_LOCK.raw(),
         modules::SEEN.raw(),
@@ -26,7 +29,7 @@ fn locks() -> impl Iterator<Item = &'static RawSpin> {
     ]
     .into_iter()
     .chain(live::SHARD_TABLE.iter().map(|s| s.0.raw()))
-    .chain([thread::ORPHAN.raw(), arena::ARENA_LOCK.raw()])
+    .chain([state::ORPHAN.raw(), arena::ARENA_LOCK.raw()])
 }
 
 const LOCKS: usize = 6 + live::SHARD_TABLE.len() + 2;
@@ -73,18 +76,18 @@ unsafe extern "C" fn parent() {
 unsafe extern "C" fn child() {
     // SAFETY: see release.
     unsafe { release() };
-    crate::dump::forked();
-    thread::forked();
+    dump::forked();
+    life::forked();
     // SAFETY: no preconditions.
-    state::OWNER_PID.store(
+    phase::OWNER_PID.store(
         unsafe { libc::getpid() },
         core::sync::atomic::Ordering::Relaxed,
     );
     if !config::get().follow {
-        crate::dump::forget();
-        state::set(state::State::Off);
-    } else if state::get() == state::State::Recording {
-        crate::dump::reserve();
+        dump::forget();
+        phase::set(phase::State::Off);
+    } else if phase::get() == phase::State::Recording {
+        dump::reserve();
     }
 }
 

@@ -2,6 +2,10 @@
 //! struct (`HEAPLEDGER_OPTS=stack=dwarf,depth=256,follow=1,parent=PID,sample=BYTES,
 //! lifetimes=exact`).
 
+// import kept: the default of `lifetime_head` is the counters' head of
+// timed blocks, whose meaning (and the sampling after it) data/counters.rs
+// defines; the configuration only carries the option that lifts it.
+use crate::data::counters;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use heapledger_wire::StackMode;
 
@@ -15,7 +19,7 @@ pub struct Config {
     pub sample_every: u64,
     /// How many blocks of each stack in each thread have their lifetime
     /// measured before the stack's lifetimes are sampled
-    /// (`hooks::LIFETIME_HEAD`; unbounded with `lifetimes=exact`).
+    /// (`counters::LIFETIME_HEAD`; unbounded with `lifetimes=exact`).
     pub lifetime_head: u64,
     /// Where the dump goes (`HEAPLEDGER_DIR`), read at start-up: a program
     /// may clear its environment before it ends (`clearenv`, Python's
@@ -29,7 +33,7 @@ pub const DEFAULT: Config = Config {
     follow: true,
     parent: 0,
     sample_every: 0,
-    lifetime_head: crate::hooks::LIFETIME_HEAD,
+    lifetime_head: counters::LIFETIME_HEAD,
     dir: None,
 };
 

@@ -7,13 +7,32 @@
 //! slack. For one thread this is exact; with several, a maximum can be missed
 //! by at most the other threads' pending parts (`SLACK` bytes each).
 
-use crate::stacks::{self, StackId};
-use crate::sync::{add_i64, max_u64};
+use crate::base::clock::ticks;
+use crate::base::sync::{add_i64, max_u64};
+use crate::data::stacks::{self, StackId};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use heapledger_wire::{StackCounters, Totals};
 
 pub const SLACK: i64 = 64 * 1024;
+
+/// Lifetimes: reading the CPU's clock costs about 12 ns here, as much as the
+/// rest of a pair's bookkeeping without its stack, and a block's lifetime
+/// needs two reads. So the first `LIFETIME_HEAD` blocks of each stack in
+/// each thread are timed, every one of them; after that, one block in
+/// `LIFETIME_ONE_IN`, picked at random, is timed and stands for that many
+/// (a stack that allocates millions of blocks still has tens of
+/// thousands timed). A stack's lifetime count stays the exact number of
+/// its blocks freed, and its sum is the timed blocks' weighted mean times
+/// that count (`PerStack::wire_counters`); its minimum and
+/// maximum are those of the timed blocks. `--exact-lifetimes` times every
+/// block (`lifetime_head` is then unbounded).
+pub const LIFETIME_HEAD: u64 = 64;
+/// See `LIFETIME_HEAD`; a power of two (`ThreadState::lifetime_pick`).
+pub const LIFETIME_ONE_IN: u64 = 16;
+
+/// Events forwarded without being recorded (re-entered hooks).
+pub static UNRECORDED: AtomicU64 = AtomicU64::new(0);
 
 /// Requested bytes alive, flushed part.
 pub static ALIVE: AtomicI64 = AtomicI64::new(0);
@@ -105,7 +124,7 @@ impl PerStack {
     pub fn wire_counters(&self, id: StackId, epoch: u64) -> StackCounters {
         let e = stacks::entry(id);
         let mut totals = self.t;
-        // Timed blocks stand for the stack's blocks (`hooks::LIFETIME_HEAD`):
+        // Timed blocks stand for the stack's blocks (`counters::LIFETIME_HEAD`):
         // every freed block has a lifetime, and their sum is the timed
         // ones' weighted mean times their number.
         let lt = &mut totals.lifetime;
@@ -140,12 +159,12 @@ pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
                         + PEAK_TIMED.load(Ordering::Relaxed) / PEAK_TIME_STEP
                 {
                     // An event that read no clock (most do not: see
-                    // `hooks::LIFETIME_HEAD`) reads it for a new peak only
+                    // `counters::LIFETIME_HEAD`) reads it for a new peak only
                     // when the peak has grown by 1/PEAK_TIME_STEP since the
                     // last reading: not once per allocation while memory
                     // grows.
                     PEAK_TIMED.store(v as u64, Ordering::Relaxed);
-                    PEAK_TICKS.store(crate::hooks::ticks(), Ordering::Relaxed);
+                    PEAK_TICKS.store(ticks(), Ordering::Relaxed);
                 }
             }
         }
@@ -178,7 +197,7 @@ const RECENT: usize = 16;
 impl StackMap {
     /// An empty map, which allocates nothing until its first stack: a
     /// thread that never records, or one whose state is retired, keeps no
-    /// table (states are never freed; see `thread::for_each_state`).
+    /// table (states are never freed; see `thread::state::for_each_state`).
     pub fn new() -> Self {
         StackMap {
             slots: Vec::new(),

@@ -28,7 +28,9 @@
 //! overflow of the handler faults rather than writing over a neighbour),
 //! given back when the thread ends; a forked child keeps its parent's.
 
-use crate::thread::Tls;
+use crate::base::arena;
+use crate::base::sync;
+use crate::thread::tls::Tls;
 use core::ffi::c_int;
 
 /// Usable size: the kernel's frame (with AVX-512 about 3 KiB, with AMX
@@ -69,14 +71,14 @@ pub fn give(t: &Tls) {
     if t.alt_base.get() != 0 {
         return;
     }
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     let mut cur = disabled();
     // SAFETY: querying into a local.
     if unsafe { raw(core::ptr::null(), &mut cur) } != 0 || cur.ss_flags & libc::SS_DISABLE == 0 {
         // The program's own (or one it inherited): left as it is.
         return;
     }
-    let base = crate::arena::map_stack(SIZE + GUARD);
+    let base = arena::map_stack(SIZE + GUARD);
     if base.is_null() {
         return;
     }
@@ -95,7 +97,7 @@ pub fn give(t: &Tls) {
         t.alt_base.set(base as u64);
     } else {
         // SAFETY: the mapping just made, unused.
-        unsafe { crate::arena::unmap_stack(base, SIZE + GUARD) };
+        unsafe { arena::unmap_stack(base, SIZE + GUARD) };
     }
 }
 
@@ -105,7 +107,7 @@ fn release(t: &Tls) {
     let base = t.alt_base.replace(0);
     if base != 0 {
         // SAFETY: the mapping `give` made; nothing runs on it.
-        unsafe { crate::arena::unmap_stack(base as *mut u8, SIZE + GUARD) };
+        unsafe { arena::unmap_stack(base as *mut u8, SIZE + GUARD) };
     }
 }
 
@@ -115,7 +117,7 @@ pub fn thread_ends(t: &Tls) {
     if t.alt_base.get() == 0 {
         return;
     }
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     let mut cur = disabled();
     // SAFETY: querying into a local.
     if unsafe { raw(core::ptr::null(), &mut cur) } != 0 {

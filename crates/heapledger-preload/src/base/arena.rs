@@ -6,7 +6,8 @@
 //! of two with free lists; anything over 32 KiB is its own mapping. The lock
 //! is only taken off the per-event path (table growth, thread start, dlopen).
 
-use crate::sync::SpinLock;
+use crate::base::sync;
+use crate::base::sync::SpinLock;
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -82,7 +83,7 @@ fn map_with(len: usize, extra: i32) -> *mut u8 {
 
 /// An anonymous private mapping, with the raw system call, counted nowhere.
 fn map_raw(len: usize, extra: i32) -> *mut u8 {
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     // SAFETY: an anonymous private mapping has no preconditions.
     let p = unsafe {
         libc::syscall(
@@ -116,7 +117,7 @@ pub unsafe fn grow_populated(p: *mut u8, old_len: usize, new_len: usize) -> *mut
     if q.is_null() {
         return q;
     }
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     // Before Linux 5.14 the advice is refused and the pages fault in as
     // they are written: slower, the same result.
     // SAFETY: advice on the part of the mapping that was just added.
@@ -142,7 +143,7 @@ pub unsafe fn unmap(p: *mut u8, len: usize) {
 /// # Safety
 /// `p` and `len` describe one mapping of this module.
 unsafe fn unmap_raw(p: *mut u8, len: usize) {
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     // SAFETY: forwarded to the caller.
     unsafe { libc::syscall(libc::SYS_munmap, p, len) };
 }
@@ -252,7 +253,7 @@ unsafe impl GlobalAlloc for Arena {
 /// # Safety
 /// `p` is a mapping of `old_len` bytes of this module.
 unsafe fn remap(p: *mut u8, old_len: usize, new_len: usize) -> *mut u8 {
-    let _e = crate::sync::ErrnoGuard::new();
+    let _e = sync::ErrnoGuard::new();
     // SAFETY: forwarded to the caller; MREMAP_MAYMOVE leaves the old
     // mapping intact when it fails.
     let q = unsafe { libc::syscall(libc::SYS_mremap, p, old_len, new_len, libc::MREMAP_MAYMOVE) };

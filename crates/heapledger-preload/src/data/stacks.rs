@@ -9,8 +9,8 @@
 //! be probing it; a reader that misses there retries under the lock).
 //! Stack 0 is the empty stack.
 
-use crate::arena;
-use crate::sync::SpinLock;
+use crate::base::arena;
+use crate::base::sync::SpinLock;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 

@@ -1,5 +1,5 @@
 //! Finding the mapping that holds an address in `/proc/self/maps`, without
-//! allocating (it runs inside a hook; see `thread::stack_bounds`).
+//! allocating (it runs inside a hook; see `bounds::stack_bounds`).
 
 /// The bounds of the mapping that holds `addr`, read from
 /// `/proc/self/maps` without allocating; None when it cannot be read or no

@@ -1,0 +1,261 @@
+//! One step of the unwinder, and the checks that the words a record was
+//! unwound from still hold.
+
+use super::*;
+
+impl Unwind {
+    /// Whether every stack word read while unwinding record frames 0..=p
+    /// still holds the value that was read.
+    ///
+    /// Every address was inside this thread's stack (below `hi`) when it was
+    /// read, and the stack does not move; when none lies below our own frame
+    /// (`lo`), the words are compared without checking each address.
+    #[inline]
+    pub(super) fn reads_unchanged(&self, p: usize, lo: u64, hi: u64) -> bool {
+        let reads = &self.reads[..self.rec_rd[p + 1] as usize];
+        if self.rec_min[p] >= lo {
+            // SAFETY: inside this thread's stack, above our own frame.
+            unsafe { words_unchanged(reads) }
+        } else {
+            reads.iter().rev().all(|&(a, v)| {
+                // SAFETY: bounded to the thread's stack above our own frame.
+                a >= lo && a + 8 <= hi && unsafe { *(a as *const u64) } == v
+            })
+        }
+    }
+
+    /// The rule cache for a step from return address `ra`; brings in the
+    /// other caches when the single one misses often.
+    #[inline]
+    pub(super) fn cache_index(&mut self, ra: u64) -> usize {
+        if self.caches.len() > 1 {
+            return ((ra / RULE_CACHE_SLOTS) % RULE_CACHES as u64) as usize;
+        }
+        self.cache_steps += 1;
+        if self.cache_steps >= CACHE_WINDOW {
+            self.cache_steps = 0;
+            let misses = self.caches[0].stats().miss_wrong_address_count;
+            let recent = misses - self.cache_misses;
+            self.cache_misses = misses;
+            if recent >= CACHE_SPLIT_MISSES {
+                while self.caches.len() < RULE_CACHES {
+                    self.caches
+                        .push(alloc::boxed::Box::new(CacheX86_64::new_in()));
+                }
+                self.deps = vec![(0, 0); DEP_CACHE];
+                return ((ra / RULE_CACHE_SLOTS) % RULE_CACHES as u64) as usize;
+            }
+        }
+        0
+    }
+
+    /// Unwinds one frame; logs every stack word read into tmp_reads.
+    #[inline]
+    pub(super) fn step(&mut self, st: State, unwinder: Option<&Fh>, mem: Mem) -> Option<State> {
+        self.last_dep = BP_DEP;
+        let ci = if unwinder.is_some() {
+            self.cache_index(st.ra)
+        } else {
+            0
+        };
+        let (lo, hi) = (mem.lo, mem.hi);
+        let reads = &mut self.tmp_reads;
+        let max_reads = self.max_reads;
+        let past_copy = &mut self.past_copy;
+        let mut read = |a: u64| -> Result<u64, ()> {
+            if reads.len() >= reads.capacity()
+                && (reads.len() >= max_reads || reads.try_reserve(reads.len()).is_err())
+            {
+                return Err(());
+            }
+            let Some(v) = mem.get(a) else {
+                if mem.shift != 0 && a >= hi {
+                    *past_copy = true;
+                }
+                return Err(());
+            };
+            reads.push((a, v));
+            Ok(v)
+        };
+        let Some(u) = unwinder else {
+            // Frame pointers: [bp] is the caller's bp, [bp+8] its return address.
+            let bp = st.bp;
+            if bp < st.sp {
+                return None;
+            }
+            let ra = read(bp + 8).ok()?;
+            let nbp = read(bp).ok()?;
+            // A frame built without a frame pointer leaves rbp holding data:
+            // a "return address" that is null, tiny, or points into the
+            // stack itself ends the walk instead of adding a bogus frame.
+            if ra < 4096 || (ra >= lo && ra < hi) {
+                return None;
+            }
+            return Some(State {
+                ra,
+                sp: bp + 16,
+                bp: nbp,
+                flags: 0,
+            });
+        };
+        if st.flags & IP_FRAME == 0 && is_sigreturn(st.ra) {
+            // The kernel's signal frame: a ucontext sits at sp; its
+            // mcontext's gregs start at offset 40 (REG_RBP 10, REG_RSP 15, REG_RIP 16).
+            let g = st.sp + 40;
+            let bp = read(g + 10 * 8).ok()?;
+            let sp = read(g + 15 * 8).ok()?;
+            let ip = read(g + 16 * 8).ok()?;
+            self.last_dep = BP_RESTORED;
+            return Some(State {
+                ra: ip.wrapping_add(1),
+                sp,
+                bp,
+                flags: IP_FRAME,
+            });
+        }
+        let mut regs = UnwindRegsX86_64::new(st.ra, st.sp, st.bp);
+        let addr = if st.flags & IP_FRAME != 0 {
+            FrameAddress::from_instruction_pointer(st.ra - 1)
+        } else {
+            FrameAddress::from_return_address(st.ra)?
+        };
+        let r1 = u.unwind_frame(addr, &mut regs, &mut self.caches[ci], &mut read);
+        let out = match r1 {
+            Ok(Some(ra)) if ra != 0 => Some(State {
+                ra,
+                sp: regs.sp(),
+                bp: regs.bp(),
+                flags: 0,
+            }),
+            _ => None,
+        };
+        // Known for this address from an earlier successful probe? (A step
+        // that failed is always probed again.)
+        let key = st.ra ^ (u64::from(st.flags) << 63);
+        // Both sizes are powers of two.
+        let slot = (key ^ (key >> 12)) as usize & (self.deps.len() - 1);
+        let logged_from = self.tmp_rd.last().copied().unwrap_or(0) as usize;
+        if out.is_some() && self.deps[slot].0 == key {
+            self.last_dep = self.deps[slot].1 | self.ra_read(logged_from, out);
+            return out;
+        }
+        // Run the step again with another incoming bp, reading without
+        // logging: if nothing but a passed-through bp changes, the step does
+        // not depend on bp.
+        let probe_bp = st.bp ^ (1 << 44) ^ 0x10;
+        let mut regs2 = UnwindRegsX86_64::new(st.ra, st.sp, probe_bp);
+        let mut k = logged_from;
+        let log = &self.tmp_reads;
+        let mut same_reads = true;
+        let mut read2 = |a: u64| -> Result<u64, ()> {
+            let v = mem.get(a).ok_or(())?;
+            if log.get(k).map(|e| e.0) != Some(a) {
+                same_reads = false;
+            }
+            k += 1;
+            Ok(v)
+        };
+        let r2 = u.unwind_frame(addr, &mut regs2, &mut self.caches[ci], &mut read2);
+        let out2 = match r2 {
+            Ok(Some(ra)) if ra != 0 => Some(State {
+                ra,
+                sp: regs2.sp(),
+                bp: regs2.bp(),
+                flags: 0,
+            }),
+            _ => None,
+        };
+        let same_reads = same_reads && k == self.tmp_reads.len();
+        self.last_dep = match (out, out2) {
+            (Some(a), Some(b)) if same_reads && a.ra == b.ra && a.sp == b.sp => {
+                if a.bp == b.bp {
+                    BP_RESTORED
+                } else if a.bp == st.bp && b.bp == probe_bp {
+                    0
+                } else {
+                    BP_DEP
+                }
+            }
+            (None, None) if same_reads => BP_RESTORED,
+            _ => BP_DEP,
+        };
+        // What a step depends on is its unwind rule's, a property of the
+        // address: remembered for the next step from it. A probe that failed
+        // where the step succeeded depends on bp too (an rbp-based CFA, as in
+        // code built with frame pointers); leaving that out probed every such
+        // step twice.
+        if out.is_some() && key != 0 {
+            self.deps[slot] = (key, self.last_dep);
+        }
+        self.last_dep |= self.ra_read(logged_from, out);
+        out
+    }
+
+    /// The mark (see `RA_READ_SHIFT`) of the read among `tmp_reads[from..]`
+    /// that gave the step's return address: the word just below the
+    /// caller's stack pointer, holding that address.
+    #[inline]
+    pub(super) fn ra_read(&self, from: usize, out: Option<State>) -> u8 {
+        let Some(o) = out else { return 0 };
+        let at = o.sp.wrapping_sub(8);
+        match self.tmp_reads[from..]
+            .iter()
+            .position(|&(a, v)| a == at && v == o.ra)
+        {
+            Some(i) if i < 63 => ((i + 1) as u8) << RA_READ_SHIFT,
+            _ => 0,
+        }
+    }
+}
+
+/// Whether every word still holds the value read: `(address, value)` pairs,
+/// compared four at a time (this check is most of what a reused stack costs).
+///
+/// # Safety
+/// Every address must be readable: inside this thread's stack.
+#[inline(always)]
+pub(super) unsafe fn words_unchanged(reads: &[(u64, u64)]) -> bool {
+    // SAFETY: forwarded to the caller.
+    let differs = |&(a, v): &(u64, u64)| unsafe { *(a as *const u64) } ^ v;
+    // From the leaf end: a stack that changed most likely changed there.
+    let mut quads = reads.rchunks_exact(4);
+    for q in &mut quads {
+        if differs(&q[0]) | differs(&q[1]) | differs(&q[2]) | differs(&q[3]) != 0 {
+            return false;
+        }
+    }
+    quads.remainder().iter().all(|r| differs(r) == 0)
+}
+
+/// The state of the hook's caller, from the hook's frame pointer.
+#[inline(always)]
+pub(super) fn first_state(hook_fp: u64) -> State {
+    // SAFETY: hook_fp is our own hook's frame pointer: [fp] is the caller's
+    // bp, [fp+8] the return address into the caller.
+    unsafe {
+        State {
+            ra: *((hook_fp + 8) as *const u64),
+            sp: hook_fp + 16,
+            bp: *(hook_fp as *const u64),
+            flags: 0,
+        }
+    }
+}
+
+/// Equal states, comparing bp only where it can change what follows.
+#[inline(always)]
+pub(super) fn same_state(a: &State, b: &State, bp_matters: bool) -> bool {
+    a.ra == b.ra && a.sp == b.sp && a.flags == b.flags && (!bp_matters || a.bp == b.bp)
+}
+
+/// glibc's x86-64 `__restore_rt`: `mov $15, %rax; syscall`.
+#[inline]
+pub(super) fn is_sigreturn(ra: u64) -> bool {
+    let lo = modules::LIBC_LO.load(Ordering::Relaxed);
+    if ra < lo || ra + 9 > modules::LIBC_HI.load(Ordering::Relaxed) {
+        return false;
+    }
+    // SAFETY: inside libc's mapped executable segment.
+    let code = unsafe { core::slice::from_raw_parts(ra as *const u8, 9) };
+    code == [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]
+}

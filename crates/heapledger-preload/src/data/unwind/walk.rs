@@ -1,0 +1,322 @@
+//! A capture that walks: from the hook's frame record up to a frame the
+//! record of the last stack holds, or to the end of a foreign stack.
+
+use super::step::{first_state, same_state};
+use super::*;
+
+impl Unwind {
+    /// `capture` when no snapshot holds: walks the frames that changed
+    /// since the last stack, and remembers the new stack.
+    #[inline(never)]
+    pub(super) fn capture_walk(&mut self, hook_fp: u64) -> Option<Capture> {
+        let (lo, hi) = (hook_fp, self.stack_hi);
+        let mem = Mem {
+            lo,
+            hi,
+            shift: 0,
+            own_lo: 0,
+            own_hi: 0,
+        };
+        let first = first_state(hook_fp);
+        self.tmp.clear();
+        self.tmp_rd.clear();
+        self.tmp_dep.clear();
+        self.tmp_reads.clear();
+        let mut unwinder = if self.dwarf {
+            let p = modules::UNWINDER.load(Ordering::Acquire);
+            // SAFETY: published unwinders are never freed.
+            (!p.is_null()).then(|| unsafe { &*p })
+        } else {
+            None
+        };
+        // A module change invalidates every remembered stack.
+        let u_now = unwinder.map_or(0, |u| u as *const Fh as usize);
+        if u_now != self.snap_unwinder {
+            self.snap_unwinder = u_now;
+            self.rec_valid = false;
+            for s in self.snaps.iter_mut() {
+                s.valid = false;
+            }
+            self.deps.fill((0, 0));
+        }
+        let set = snapshot_set(&first);
+        let mut cursor = self.rec.len(); // record frames at >= cursor have sp < current
+        let mut st = first;
+        let mut matched: Option<usize> = None;
+        let mut truncated = false;
+        let mut refreshed = false;
+        loop {
+            // Does this state continue as the record did?
+            if self.rec_valid {
+                while cursor > 0 && self.rec[cursor - 1].sp < st.sp {
+                    cursor -= 1;
+                }
+                // Reuse only what fits under the depth limit (the kept outer
+                // frames plus the new inner ones); beyond it the unwinding
+                // goes on and cuts the stack at the limit.
+                if cursor > 0
+                    && cursor + self.tmp.len() <= self.max_depth
+                    && same_state(&self.rec[cursor - 1], &st, self.rec_bp_matters[cursor - 1])
+                    && self.reads_unchanged(cursor - 1, lo, hi)
+                {
+                    matched = Some(cursor - 1);
+                    break;
+                }
+            }
+            if self.tmp.len() == self.max_depth {
+                truncated = true;
+                break;
+            }
+            self.tmp.push(st);
+            self.tmp_rd.push(self.tmp_reads.len() as u32);
+            let next = self.step(st, unwinder, mem);
+            self.tmp_dep.push(self.last_dep);
+            match next {
+                Some(next) => st = next,
+                None => {
+                    // An address outside every known module may belong to a
+                    // library loaded behind our back: refresh once and retry.
+                    if self.dwarf && !refreshed && !self.tmp.is_empty() {
+                        refreshed = true;
+                        let before = modules::UNWINDER.load(Ordering::Acquire);
+                        modules::refresh(false);
+                        let after = modules::UNWINDER.load(Ordering::Acquire);
+                        if after != before {
+                            // SAFETY: as above.
+                            let u = unsafe { &*after };
+                            let r = self.tmp_rd.pop().unwrap();
+                            self.tmp_reads.truncate(r as usize);
+                            self.tmp.pop();
+                            // Retry this frame with the new module list.
+                            self.tmp_dep.pop();
+                            self.tmp.push(st);
+                            self.tmp_rd.push(self.tmp_reads.len() as u32);
+                            // Every later frame uses the new module list too.
+                            unwinder = Some(u);
+                            let next = self.step(st, Some(u), mem);
+                            self.tmp_dep.push(self.last_dep);
+                            if let Some(next) = next {
+                                st = next;
+                                continue;
+                            }
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        self.tmp_rd.push(self.tmp_reads.len() as u32);
+        let unchanged = matched == Some(self.rec.len().wrapping_sub(1)) && self.tmp.is_empty();
+        if unchanged {
+            return Some(Capture {
+                id: self.rec_id,
+                truncated: false,
+            });
+        }
+        // Build the new record: kept outer part + new frames, root first.
+        let keep = matched.map_or(0, |p| p + 1);
+        let keep_reads = if keep == 0 {
+            0
+        } else {
+            self.rec_rd[keep] as usize
+        };
+        let want = (keep_reads + self.tmp_reads.len()).saturating_sub(self.reads.len());
+        if self.reads.try_reserve(want).is_err() {
+            // Out of memory for the record's words: the record is left as
+            // it was and not trusted (the next capture walks it all).
+            self.rec_valid = false;
+            return None;
+        }
+        self.rec.truncate(keep);
+        self.rec_dep.truncate(keep);
+        self.rec_bp_matters.truncate(keep);
+        self.rec_hash.truncate(keep);
+        self.rec_ra_at = self.rec_ra.len() - keep;
+        self.rec_rd.truncate(keep);
+        self.rec_min.truncate(keep);
+        self.reads.truncate(keep_reads);
+        let mut h = if keep == 0 {
+            HASH_SEED
+        } else {
+            self.rec_hash[keep - 1]
+        };
+        for j in (0..self.tmp.len()).rev() {
+            let s = self.tmp[j];
+            self.rec_rd.push(self.reads.len() as u32);
+            let (a, b) = (self.tmp_rd[j] as usize, self.tmp_rd[j + 1] as usize);
+            let dep = self.tmp_dep.get(j).copied().unwrap_or(BP_DEP);
+            let above = self.rec_bp_matters.last().copied().unwrap_or(false);
+            let ra_read = (dep >> RA_READ_SHIFT) as usize;
+            let frame_reads = if ra_read != 0 && a + ra_read <= b && !above {
+                // The caller's bp cannot change the unwinding: only the
+                // return address's read matters (see `RA_READ_SHIFT`).
+                &self.tmp_reads[a + ra_read - 1..a + ra_read]
+            } else {
+                &self.tmp_reads[a..b]
+            };
+            self.reads.extend_from_slice(frame_reads);
+            let lowest = frame_reads.iter().map(|r| r.0).min();
+            let outer = self.rec_min.last().copied().unwrap_or(u64::MAX);
+            self.rec_min.push(lowest.map_or(outer, |l| l.min(outer)));
+            h = stacks::mix(h, s.ra);
+            self.rec_bp_matters
+                .push(dep & BP_DEP != 0 || (dep & BP_RESTORED == 0 && above));
+            self.rec_dep.push(dep);
+            self.rec.push(s);
+            self.rec_hash.push(h);
+            self.rec_ra_at -= 1;
+            self.rec_ra[self.rec_ra_at] = s.ra;
+        }
+        self.rec_rd.push(self.reads.len() as u32);
+        // A truncated stack has no root; it cannot be continued next time.
+        self.rec_valid = !truncated;
+        let n = self.rec.len();
+        let rec = &self.rec_ra[self.rec_ra_at..];
+        let eq = |f: &[u64]| f == rec;
+        let slot = (h as usize) % ID_CACHE;
+        let id = if self.ids[slot].0 == h && eq(stacks::frames(stacks::entry(self.ids[slot].1))) {
+            self.ids[slot].1
+        } else {
+            let Some(id) = stacks::intern(h, n, &eq, |dst| {
+                dst.copy_from_slice(rec);
+            }) else {
+                // Out of memory for stacks: forget the record, so that the
+                // next capture does not return a stale id for it.
+                self.rec_valid = false;
+                return None;
+            };
+            self.ids[slot] = (h, id);
+            id
+        };
+        self.rec_id = id;
+        // Remember this stack whole, unless it was cut (no root to verify).
+        let way = self.snap_next[set] as usize;
+        let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
+        // Its words are reserved as the stacks it holds need them (32 at a
+        // time); out of memory for them, the stack is not remembered.
+        let need = self.reads.len().next_multiple_of(SNAPSHOT_STEP);
+        if !truncated
+            && self.reads.len() <= SNAPSHOT_READS
+            && (s.reads.capacity() >= need
+                || s.reads.try_reserve_exact(need - s.reads.len()).is_ok())
+        {
+            self.snap_next[set] = ((way + 1) % SNAPSHOT_WAYS) as u8;
+            s.first = first;
+            s.bp_matters = self.rec_bp_matters.last().copied().unwrap_or(true);
+            s.reads.clear();
+            s.reads.extend_from_slice(&self.reads);
+            s.id = id;
+            s.valid = true;
+        }
+        Some(Capture { id, truncated })
+    }
+
+    /// `capture` for a hook running on a stack that is not the thread's own
+    /// (see `FOREIGN_FIRST`): a whole walk over a copy of that stack, which
+    /// may go on into the thread's own stack (from an alternate signal
+    /// stack to the interrupted code). Neither the record nor the snapshots
+    /// are used or kept: their words are read in place, and a foreign stack
+    /// may be gone by the next capture. Where the stack cannot be copied,
+    /// the stack is the immediate caller alone.
+    #[cold]
+    pub(super) fn capture_foreign(&mut self, hook_fp: u64) -> Option<Capture> {
+        let first = first_state(hook_fp);
+        self.rec_valid = false;
+        let unwinder = if self.dwarf {
+            let p = modules::UNWINDER.load(Ordering::Acquire);
+            // SAFETY: published unwinders are never freed.
+            (!p.is_null()).then(|| unsafe { &*p })
+        } else {
+            None
+        };
+        let mut want = FOREIGN_FIRST;
+        loop {
+            let copied = self.copy_foreign(hook_fp, want);
+            let mem = Mem {
+                lo: hook_fp,
+                hi: hook_fp + copied as u64,
+                shift: (self.foreign.as_ptr() as u64).wrapping_sub(hook_fp),
+                own_lo: self.stack_lo,
+                own_hi: self.stack_hi,
+            };
+            self.tmp.clear();
+            self.tmp_rd.clear();
+            self.tmp_dep.clear();
+            self.tmp_reads.clear();
+            self.past_copy = false;
+            let mut st = first;
+            let mut truncated = false;
+            loop {
+                if self.tmp.len() == self.max_depth {
+                    truncated = true;
+                    break;
+                }
+                self.tmp.push(st);
+                self.tmp_rd.push(self.tmp_reads.len() as u32);
+                match self.step(st, unwinder, mem) {
+                    Some(next) => st = next,
+                    None => break,
+                }
+            }
+            // The walk wanted more of a stack that was copied whole so far.
+            if self.past_copy && copied == want {
+                if want < FOREIGN_MAX {
+                    want = (want * 4).min(FOREIGN_MAX);
+                    continue;
+                }
+                // Cut at the largest copy.
+                truncated = true;
+            }
+            let n = self.tmp.len();
+            let tmp = &self.tmp;
+            let h = tmp
+                .iter()
+                .rev()
+                .fold(HASH_SEED, |h, s| stacks::mix(h, s.ra));
+            // Frames are stored leaf first, as `tmp` holds them; the hash
+            // folds from the root, as the record's does.
+            let eq = |f: &[u64]| f.len() == n && f.iter().zip(tmp.iter()).all(|(a, s)| *a == s.ra);
+            return stacks::intern(h, n, &eq, |dst| {
+                for (d, s) in dst.iter_mut().zip(tmp.iter()) {
+                    *d = s.ra;
+                }
+            })
+            .map(|id| Capture { id, truncated });
+        }
+    }
+
+    /// Copies up to `want` bytes of this process's memory from `from` into
+    /// `foreign`; returns how many were readable (at least the hook's own
+    /// frame, 16 bytes).
+    fn copy_foreign(&mut self, from: u64, want: usize) -> usize {
+        if self.foreign.len() < want / 8 {
+            self.foreign.resize(want / 8, 0);
+        }
+        // Not past the end of the page range: up to the top of the address
+        // space the kernel would refuse the whole read.
+        let want = want.min((u64::MAX - from) as usize) & !7;
+        let local = libc::iovec {
+            iov_base: self.foreign.as_mut_ptr() as *mut _,
+            iov_len: want,
+        };
+        let remote = libc::iovec {
+            iov_base: from as *mut _,
+            iov_len: want,
+        };
+        let _e = sync::ErrnoGuard::new();
+        // SAFETY: the local buffer holds `want` bytes; the kernel checks the
+        // remote range and stops at its first unmapped page.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n >= 16 {
+            return (n as usize) & !7;
+        }
+        // Not allowed (a seccomp filter...): the hook's own frame, which is
+        // ours to read.
+        // SAFETY: hook_fp's two words are our own frame.
+        unsafe {
+            self.foreign[0] = *(from as *const u64);
+            self.foreign[1] = *((from + 8) as *const u64);
+        }
+        16
+    }
+}

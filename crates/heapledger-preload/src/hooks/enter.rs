@@ -1,0 +1,143 @@
+//! Entering a hook: the thread's state, taken for the hook's length and
+//! released on drop; the orphan state for a thread with none; the count of
+//! events that could not be recorded; the stack of an event.
+
+use crate::base::phase;
+use crate::data::counters::UNRECORDED;
+use crate::data::unwind::Capture;
+use crate::process::start;
+use crate::thread::state::{self, ThreadState};
+use crate::thread::tls::{self, Tls};
+use core::sync::atomic::Ordering;
+
+/// An entered hook: the thread's state, released on drop.
+///
+/// The per-event bookkeeping makes no call that can set `errno`; the rare
+/// slow paths that do (mapping memory, starting a thread's state, refreshing
+/// modules) save and restore it themselves (`ErrnoGuard`), so `errno` is
+/// what the real function left.
+pub(super) struct Hook {
+    tls: *const Tls,
+    st: *mut ThreadState,
+    pub(super) orphan: bool,
+    /// Where the call is counted when that is not `st`: the retired state
+    /// of a thread in its last clean-up (`st` is then the orphan state).
+    pub(super) calls: *mut ThreadState,
+}
+
+impl Hook {
+    #[inline(always)]
+    pub(super) fn keep_errno(&mut self) {}
+
+    #[inline(always)]
+    pub(super) fn st(&mut self) -> &mut ThreadState {
+        // SAFETY: the state belongs to this thread (or to the orphan lock we hold).
+        unsafe { &mut *self.st }
+    }
+}
+
+impl Drop for Hook {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.st().busy.store(false, Ordering::Release);
+        if self.orphan {
+            // SAFETY: taken with raw_lock in `enter`.
+            unsafe { state::ORPHAN.raw_unlock() };
+        }
+        // SAFETY: tls points to this thread's TLS block.
+        tls::leave_recorder(unsafe { &*self.tls }, false);
+    }
+}
+
+#[inline(always)]
+pub(super) fn enter() -> Option<Hook> {
+    enter_with(true)
+}
+
+#[inline(always)]
+fn enter_with(create: bool) -> Option<Hook> {
+    let t = tls::tls();
+    if !may_enter(t) {
+        return None;
+    }
+    Some(entered(t, create))
+}
+
+/// Whether a hook on this thread may record: not inside the recorder
+/// already, and the recorder running.
+#[inline(always)]
+pub(super) fn may_enter(t: &Tls) -> bool {
+    !t.in_hook.get() && start::ready()
+}
+
+/// `enter` once `may_enter` said yes. (Separate from it, so that the hot
+/// hooks keep the `Hook` in registers instead of an `Option` in memory.)
+#[inline(always)]
+pub(super) fn entered(t: &Tls, create: bool) -> Hook {
+    let tls = t as *const Tls;
+    t.in_hook.set(true);
+    let st = if create {
+        state::current(t)
+    } else {
+        state::existing(t)
+    };
+    let h = if state::is_live(st) {
+        Hook {
+            tls,
+            st,
+            orphan: false,
+            calls: core::ptr::null_mut(),
+        }
+    } else {
+        orphan_hook(t, st)
+    };
+    // SAFETY: st is this thread's state or the locked orphan.
+    unsafe { (*h.st).busy.store(true, Ordering::Relaxed) };
+    h
+}
+
+/// `enter` on a thread with no state of its own (none yet, or retired):
+/// the shared orphan state, under its lock.
+#[cold]
+#[inline(never)]
+fn orphan_hook(t: &Tls, st: *mut ThreadState) -> Hook {
+    let calls = if state::is_dead(st) {
+        t.retired.get()
+    } else {
+        core::ptr::null_mut()
+    };
+    state::ORPHAN.raw_lock();
+    // SAFETY: we hold the orphan lock.
+    let o = unsafe { state::ORPHAN.get_unchecked() };
+    Hook {
+        tls: t,
+        st: &mut **o.get_or_insert_with(state::new_orphan) as *mut ThreadState,
+        orphan: true,
+        calls,
+    }
+}
+
+/// Counts an event that happened where recording was impossible.
+#[inline(always)]
+pub(super) fn unrecorded() {
+    // Never `start::ready()` here: during start-up the starting thread's own
+    // nested calls land here, and ready() would wait for start-up to end.
+    // Nor the recorder's own calls of C library functions that allocate.
+    if phase::get() == phase::State::Recording && !tls::tls().own_calls.get() {
+        UNRECORDED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[inline(always)]
+pub(super) fn stack(st: &mut ThreadState, fp: u64) -> u32 {
+    match st.unwind.as_mut() {
+        Some(u) => match u.capture(fp) {
+            Some(Capture { id, truncated }) => {
+                st.truncated += truncated as u64;
+                id
+            }
+            None => 0,
+        },
+        None => 0,
+    }
+}

@@ -1,0 +1,30 @@
+//! Layer 5, the entry points: the exported functions that interpose the
+//! program's calls, one file per family. Each is a thin layer over the
+//! layers below: it forwards to the real function and, when recording is
+//! on and the thread is not already inside a hook, records the event.
+//! Recording never changes what the program sees: return values and `errno`
+//! are the real function's (errno is saved around the bookkeeping), and a
+//! hook that cannot record (re-entered, not initialized, thread ending)
+//! just forwards.
+//!
+//! - `enter.rs`: entering and leaving a hook (the thread's state, the
+//!   orphan state), events that cannot be recorded, stack capture;
+//! - `trampoline.rs`: the naked entries that build the frame record stack
+//!   capture starts from;
+//! - `alloc.rs`: the malloc family's full hooks;
+//! - `lean.rs`: `malloc`'s and `free`'s entries and their lean paths;
+//! - `mmap.rs`: mmap, munmap, mremap;
+//! - `dl.rs`: dlopen, dlclose;
+//! - `pthread.rs`: pthread_getattr_np;
+//! - `signal_exit.rs`: _exit, _Exit, sigaltstack, sigaction, signal.
+
+#[macro_use]
+mod trampoline;
+
+mod alloc;
+mod dl;
+mod enter;
+mod lean;
+mod mmap;
+mod pthread;
+mod signal_exit;

@@ -1,0 +1,240 @@
+//! What the dump holds: the header, modules, maps, stacks and their
+//! counters, threads, histograms, the live blocks, and the process's totals.
+
+use super::file::FileSink;
+use crate::base::clock::{self, now_ns};
+use crate::base::{arena, config, phase};
+use crate::data::counters;
+use crate::data::counters::{PerStack, PEAK, PEAK_TICKS, UNRECORDED};
+use crate::data::{live, modules, stacks};
+use crate::process::unhooked;
+use crate::thread::state;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+use heapledger_wire::{Encoder, Globals, Tag, VERSION};
+
+fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
+    let mut out = Vec::new();
+    // SAFETY: a NUL-terminated path; the buffer is writable for its length.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return out;
+        }
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = libc::read(fd, buf.as_mut_ptr() as *mut _, buf.len());
+            if n <= 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n as usize]);
+        }
+        libc::close(fd);
+    }
+    out
+}
+
+/// A file of this process in /proc, read through the calling thread's
+/// directory first: where the main thread has ended (`pthread_exit` in
+/// `main`, the process living on in other threads), `/proc/self/` shows an
+/// empty command line, no executable and no mappings.
+fn read_proc(thread: &core::ffi::CStr, process: &core::ffi::CStr) -> Vec<u8> {
+    let v = read_file(thread);
+    if v.is_empty() {
+        read_file(process)
+    } else {
+        v
+    }
+}
+
+fn exe() -> Vec<u8> {
+    let mut buf = vec![0u8; 4096];
+    for path in [c"/proc/thread-self/exe", c"/proc/self/exe"] {
+        // SAFETY: buf is writable for its length.
+        let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+        if n > 0 {
+            buf.truncate(n as usize);
+            return buf;
+        }
+    }
+    Vec::new()
+}
+
+pub(super) fn encode(e: &mut Encoder<FileSink>) {
+    let cfg = config::get();
+    let end_ticks = clock::ticks();
+    let end_ns = now_ns();
+    let start_ticks = phase::START_TICKS.load(Ordering::Relaxed);
+    let start_ns = phase::START_NS.load(Ordering::Relaxed);
+    let elapsed_ns = end_ns.saturating_sub(start_ns).max(1);
+    let tps = ((end_ticks.saturating_sub(start_ticks)) as u128 * 1_000_000_000 / elapsed_ns as u128)
+        as u64;
+    let wall_start = clock::ns(libc::CLOCK_REALTIME).saturating_sub(elapsed_ns);
+
+    e.tag(Tag::Header);
+    // SAFETY: no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    for v in [
+        VERSION,
+        pid as u64,
+        ppid as u64,
+        cfg.stack_mode as u64,
+        cfg.max_depth as u64,
+        cfg.sample_every,
+        cfg.lifetime_head,
+        tps,
+        start_ticks,
+        end_ticks,
+        wall_start,
+    ] {
+        e.u(v);
+    }
+    e.bytes(&exe());
+    e.bytes(&read_proc(
+        c"/proc/thread-self/cmdline",
+        c"/proc/self/cmdline",
+    ));
+
+    if let Some(seen) = modules::SEEN.try_lock_for(1000) {
+        for m in seen.iter() {
+            e.tag(Tag::Module);
+            e.u(m.start);
+            e.u(m.end);
+            e.u(m.file_offset);
+            e.bytes(m.path.as_bytes());
+            e.bytes(&m.build_id);
+        }
+    }
+    e.tag(Tag::Maps);
+    e.bytes(&read_proc(c"/proc/thread-self/maps", c"/proc/self/maps"));
+    if let Some((names, by)) = unhooked::unhooked() {
+        let mut list = Vec::new();
+        for n in names {
+            list.extend_from_slice(n);
+            list.push(0);
+        }
+        e.tag(Tag::Unhooked);
+        e.bytes(&list);
+        e.bytes(by);
+    }
+
+    // Merge every thread's counters.
+    let epoch = counters::epoch();
+    let n = stacks::count() as usize;
+    let mut merged = vec![
+        PerStack {
+            epoch,
+            ..Default::default()
+        };
+        n
+    ];
+    let mut sizes = counters::SizeHistogram::new();
+    let mut jumps = counters::Histogram::new();
+    let mut unknown_frees = 0;
+    let mut truncated = 0;
+    // (thread number, memory operations, per-function (count, sum, ticks))
+    type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
+    let mut threads: Vec<ThreadRow> = Vec::new();
+    // (threads merged, memory operations, per function) of state::FOLDED
+    let mut folded: Option<ThreadRow> = None;
+    state::for_each_state(|s| {
+        for (id, ps) in s.stacks.iter() {
+            if let Some(m) = merged.get_mut(id as usize) {
+                m.absorb(ps, epoch);
+            }
+        }
+        sizes.absorb(&s.sizes);
+        jumps.absorb(&s.jumps);
+        unknown_frees += s.unknown_frees;
+        truncated += s.truncated;
+        if s.number < state::SPARE {
+            let (ops, stats) = s.totals();
+            threads.push((s.number, ops, stats));
+        } else if s.number == state::FOLDED {
+            folded = Some((s.merged, s.mem_ops, s.stats));
+        }
+    });
+    if cfg.stack_mode == heapledger_wire::StackMode::None {
+        // Every block was the empty stack's (the hooks skip its maxima, see
+        // `hooks::alloc::stackless`): its bytes at the peak and its highest are the
+        // process's peak.
+        if let Some(m) = merged.get_mut(0) {
+            let peak = counters::PEAK.load(Ordering::Relaxed);
+            m.at_peak = peak as i64;
+            m.epoch = epoch;
+            stacks::entry(0).max_alive.store(peak, Ordering::Relaxed);
+        }
+    }
+    // Each stack is written against the one before (they share outer frames).
+    let mut prev: &[u64] = &[];
+    for (id, m) in merged.iter().enumerate() {
+        if m.t.is_empty() {
+            continue;
+        }
+        let entry = stacks::entry(id as u32);
+        let frames = stacks::frames(entry);
+        e.stack(id as u64, frames, prev);
+        prev = frames;
+        e.stack_counters(id as u64, &m.wire_counters(id as u32, epoch));
+    }
+    threads.sort_by_key(|t| t.0);
+    let rows = threads.iter().map(|r| (Tag::Thread, r));
+    for (tag, (first, ops, stats)) in rows.chain(folded.iter().map(|r| (Tag::EndedThreads, r))) {
+        e.tag(tag);
+        e.u(*first);
+        e.u(*ops);
+        for (c, s, t) in stats {
+            e.u(*c);
+            e.u(*s);
+            e.u(*t);
+        }
+    }
+    for (size, c) in sizes.iter() {
+        e.tag(Tag::Size);
+        e.u(size);
+        e.u(c);
+    }
+    for ((old, new), c) in jumps.iter() {
+        e.tag(Tag::ReallocJump);
+        e.u(old);
+        e.u(new);
+        e.u(c);
+    }
+    // Leaks: blocks still alive, grouped by stack.
+    let mut leaks: Vec<(u64, u64)> = vec![(0, 0); n];
+    let mut alive_total = 0u64;
+    live::for_each_block(|b| {
+        if let Some(l) = leaks.get_mut(b.stack as usize) {
+            l.0 += 1;
+            l.1 += b.size;
+        }
+        alive_total += b.size;
+    });
+    for (id, &(c, b)) in leaks.iter().enumerate() {
+        if c > 0 {
+            e.tag(Tag::Leak);
+            e.u(id as u64);
+            e.u(c);
+            e.u(b);
+        }
+    }
+    let max_threads = state::REGISTRY
+        .try_lock_for(1000)
+        .map_or(0, |r| r.max_alive);
+    e.globals(&Globals {
+        peak_requested: PEAK.load(Ordering::Relaxed),
+        peak_ticks: PEAK_TICKS
+            .load(Ordering::Relaxed)
+            .saturating_sub(start_ticks),
+        alive_requested: alive_total,
+        internal_memory: arena::INTERNAL_BYTES.load(Ordering::Relaxed),
+        internal_peak: arena::INTERNAL_PEAK.load(Ordering::Relaxed),
+        max_threads,
+        truncated_stacks: truncated,
+        unrecorded_events: UNRECORDED.load(Ordering::Relaxed),
+        unknown_frees,
+        dropped_histogram_entries: sizes.large.dropped + jumps.dropped,
+    });
+    e.tag(Tag::End);
+}

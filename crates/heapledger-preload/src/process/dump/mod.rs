@@ -1,0 +1,83 @@
+//! Writing the raw dump when the process ends (exit, `_exit`, a fatal
+//! signal). It holds addresses and counters only; the `heapledger` CLI
+//! symbolizes them and writes the profile, outside the profiled process.
+//!
+//! - `mod.rs`: when and how the dump is written, once per process;
+//! - `encode.rs`: what it holds;
+//! - `file.rs`: the file it goes to, reserved when recording starts.
+
+mod encode;
+use crate::base::sync;
+use encode::encode;
+mod file;
+
+pub use file::{forget, reserve};
+
+use crate::base::phase;
+use crate::data::modules;
+use crate::thread::{side, tls};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
+use file::{describe, open_dump, reserved, FileSink, Reserved, SINK_BUF};
+use heapledger_wire::Encoder;
+
+static DUMPED: AtomicBool = AtomicBool::new(false);
+
+/// In a forked child: it writes its own dump.
+pub fn forked() {
+    DUMPED.store(false, Ordering::Relaxed);
+}
+
+pub(super) fn stderr_line(s: &str) {
+    // SAFETY: writing a byte buffer to fd 2.
+    unsafe { libc::write(2, s.as_ptr() as *const _, s.len()) };
+}
+
+/// Writes this process's dump once; `why` names the way out ("signal"
+/// avoids work that is unsafe in a signal handler). On the side stack where
+/// the thread's stack is short (see `side.rs`).
+pub fn write(why: &str) {
+    side::deep(|| write_here(why))
+}
+
+fn write_here(why: &str) {
+    // A vfork child leaving through _exit runs on its parent's memory: it
+    // must neither write the parent's data as its own nor stop the parent.
+    if phase::get() != phase::State::Recording
+        || !phase::owns_memory()
+        || DUMPED.swap(true, Ordering::AcqRel)
+    {
+        return;
+    }
+    let _e = sync::ErrnoGuard::new();
+    let was = tls::tls().in_hook.replace(true);
+    phase::set(phase::State::Finished);
+    let in_signal = why == "signal";
+    if !in_signal {
+        modules::refresh(false);
+    }
+    let file = match reserved() {
+        Reserved::Ready(fd, path) => Some((fd, path)),
+        // Said already; the directory holds this process's file, empty.
+        Reserved::Lost => None,
+        Reserved::None => open_dump(),
+    };
+    if let Some((fd, path)) = file {
+        let mut e = Encoder::new(FileSink {
+            fd,
+            buf: Vec::with_capacity(SINK_BUF),
+            err: 0,
+        });
+        encode(&mut e);
+        e.sink.flush();
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+        if e.sink.err != 0 {
+            stderr_line(&alloc::format!(
+                "heapledger: cannot write profile data to {path}: {}\n",
+                describe(e.sink.err)
+            ));
+        }
+    }
+    tls::leave_recorder(tls::tls(), was);
+}

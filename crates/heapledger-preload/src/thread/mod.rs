@@ -1,0 +1,13 @@
+//! Layer 3, per-thread state: the thread-local block (`tls.rs`), the
+//! thread's state and the registry of all of them (`state.rs`), how states
+//! are made, retired and reused (`life.rs`), the thread's stack bounds
+//! (`bounds.rs`), and the two stacks of its own a thread may be given: the
+//! alternate signal stack (`altstack.rs`) and the side stack hooks run on
+//! where the program's stack is short (`side.rs`).
+
+pub mod altstack;
+pub mod bounds;
+pub mod life;
+pub mod side;
+pub mod state;
+pub mod tls;

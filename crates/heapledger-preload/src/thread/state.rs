@@ -1,0 +1,341 @@
+//! A thread's state: its counters and its unwinder, reached through one
+//! pointer in its TLS block (`tls.rs`), plus the registry of all thread
+//! states. How states are made, retired and reused is `life.rs`.
+
+use super::bounds::stack_bounds;
+use super::life::create;
+use super::tls::{tls, Tls};
+use crate::base::clock;
+use crate::base::config;
+use crate::base::sync;
+use crate::base::sync::SpinLock;
+use crate::data::counters;
+use crate::data::counters::{Histogram, SizeHistogram, StackMap};
+use crate::data::sampler;
+use crate::data::unwind::Unwind;
+use alloc::boxed::Box;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use heapledger_wire::AllocFn;
+
+/// The fields every event touches come first, in declaration order, so that
+/// they share two cache lines.
+#[repr(C, align(64))]
+pub struct ThreadState {
+    /// Allocator calls seen, for sampling call durations.
+    pub calls: u64,
+    pub mem_ops: u64,
+    /// True while this thread is inside a hook (the dump waits for it).
+    pub busy: AtomicBool,
+    /// Set in `--sample-every` mode.
+    pub sampler: Option<sampler::Sampler>,
+    /// Per function (`AllocFn` order): calls, bytes requested, estimated ticks.
+    pub stats: [(u64, u64, u64); AllocFn::COUNT],
+    pub number: u64,
+    pub stacks: StackMap,
+    pub sizes: SizeHistogram,
+    pub jumps: Histogram,
+    /// Requested bytes alive not yet added to the shared counter.
+    pub pending: i64,
+    pub unwind: Option<Unwind>,
+    pub unknown_frees: u64,
+    pub truncated: u64,
+    pub dead: bool,
+    /// The thread's TLS block while it runs (null for the retired and
+    /// orphan states), for its lean-path counters.
+    pub tls: *const Tls,
+    pub(super) next: *mut ThreadState,
+    /// xorshift state for picking the blocks whose lifetime is measured.
+    lifetime_rng: u64,
+    /// Blocks past their stack's head left to go before the next one whose
+    /// lifetime is measured.
+    lifetime_gap: u32,
+    /// The thread's kernel id, to learn once it has ended whether it is
+    /// gone (see `reusable`).
+    pub(super) tid: i32,
+    /// The next state in the registry's queue of ended threads.
+    pub(super) ended_next: *mut ThreadState,
+    /// For the [`FOLDED`] state, how many ended threads it sums.
+    pub merged: u64,
+}
+
+/// The numbers of the states that are no thread's: counters of ended
+/// threads (stacks, sizes), calls of threads with no state, the row of the
+/// ended threads merged, and a state waiting to be reused. Rows of the
+/// profile's list of threads are written for the numbers below these.
+pub const RETIRED: u64 = u64::MAX;
+pub const ORPHAN_NUMBER: u64 = u64::MAX - 1;
+pub const FOLDED: u64 = u64::MAX - 2;
+pub const SPARE: u64 = u64::MAX - 3;
+
+/// Ended threads whose rows the profile keeps one by one: the states of
+/// threads that ended before the last `KEEP_ENDED` are summed into one row
+/// ([`FOLDED`]) and reused for new threads, so that a program that starts
+/// threads without end (a thread per request) costs the recorder a bounded
+/// memory, and its profile a bounded list.
+pub const KEEP_ENDED: u64 = 1024;
+
+impl ThreadState {
+    /// Whether a block of a stack past its first blocks has its lifetime
+    /// measured: one in `LIFETIME_ONE_IN`, at random, so that no period in
+    /// the program's allocations lines up with the picks. The gaps between
+    /// picks are drawn ahead (`lifetime_gap`), so that most blocks cost a
+    /// decrement.
+    #[inline(always)]
+    pub fn lifetime_pick(&mut self) -> bool {
+        if self.lifetime_gap != 0 {
+            self.lifetime_gap -= 1;
+            return false;
+        }
+        self.lifetime_gap = self.next_lifetime_gap();
+        true
+    }
+
+    /// How many blocks fail their one-in-16 draw before one succeeds: each
+    /// 4-bit nibble of a random word (xorshift64) is one draw, which
+    /// succeeds when the nibble is 0.
+    #[inline(never)]
+    fn next_lifetime_gap(&mut self) -> u32 {
+        const _: () = assert!(counters::LIFETIME_ONE_IN == 16);
+        let mut gap = 0u32;
+        loop {
+            let mut x = self.lifetime_rng;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.lifetime_rng = x;
+            // The lowest zero nibble of x sets the top bit of its nibble
+            // here (higher ones may be wrong: a borrow runs up from it).
+            const ONES: u64 = 0x1111_1111_1111_1111;
+            let zero = x.wrapping_sub(ONES) & !x & (ONES << 3);
+            if zero != 0 {
+                return gap + zero.trailing_zeros() / 4;
+            }
+            gap = gap.saturating_add(16);
+        }
+    }
+}
+
+impl ThreadState {
+    /// Per-function totals and memory operations, with the lean paths'
+    /// counters of a running thread added.
+    pub fn totals(&self) -> (u64, [(u64, u64, u64); AllocFn::COUNT]) {
+        let mut stats = self.stats;
+        let mut ops = self.mem_ops;
+        if !self.dead && !self.tls.is_null() {
+            if let Some(t) = self.copy_of_block() {
+                add_lean(&mut stats, &mut ops, &t);
+            }
+        }
+        (ops, stats)
+    }
+
+    /// A copy of this thread's TLS block, if the thread still runs with it.
+    ///
+    /// A state created after its thread's key destructors ran (an event in
+    /// glibc's last clean-up of the thread) is never retired, and keeps a
+    /// pointer to a block that a later thread may reuse (zeroed: read as a
+    /// round of lean calls) or that went with its unmapped stack (reading it
+    /// crashed the program at exit). So the block is copied with
+    /// `process_vm_readv`, which fails instead of faulting, and used only if
+    /// it still names this state as its own.
+    fn copy_of_block(&self) -> Option<Tls> {
+        let own = tls();
+        if core::ptr::eq(self.tls, own) && core::ptr::eq(own.state.get(), self) {
+            // The calling thread's own block (the one writing the profile),
+            // read directly: `process_vm_readv` may be refused by a seccomp
+            // filter.
+            // SAFETY: this thread's live block; Tls is plain data.
+            return Some(unsafe { core::ptr::read(own) });
+        }
+        let mut copy = core::mem::MaybeUninit::<Tls>::uninit();
+        let len = core::mem::size_of::<Tls>();
+        let local = libc::iovec {
+            iov_base: copy.as_mut_ptr() as *mut _,
+            iov_len: len,
+        };
+        let remote = libc::iovec {
+            iov_base: self.tls as *mut _,
+            iov_len: len,
+        };
+        let _e = sync::ErrnoGuard::new();
+        // SAFETY: both iovecs describe `len` bytes; the kernel checks the
+        // remote one and copies nothing it cannot read.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n != len as isize {
+            return None;
+        }
+        // SAFETY: fully written by the kernel; Tls is plain data.
+        let copy = unsafe { copy.assume_init() };
+        core::ptr::eq(copy.state.get(), self).then_some(copy)
+    }
+}
+
+pub(super) fn add_lean(stats: &mut [(u64, u64, u64); AllocFn::COUNT], ops: &mut u64, t: &Tls) {
+    let (mallocs, bytes, frees) = t.lean_counts();
+    let m = &mut stats[AllocFn::Malloc as usize];
+    m.0 += mallocs;
+    m.1 += bytes;
+    m.2 += t.malloc_ticks.get();
+    let f = &mut stats[AllocFn::Free as usize];
+    f.0 += frees;
+    f.2 += t.free_ticks.get();
+    *ops += mallocs + frees;
+}
+
+impl ThreadState {
+    pub(super) fn new(number: u64, with_unwind: bool) -> Self {
+        let cfg = config::get();
+        let unwind =
+            (with_unwind && cfg.stack_mode != heapledger_wire::StackMode::None).then(|| {
+                let (lo, hi) = stack_bounds();
+                Unwind::new(
+                    cfg.max_depth as usize,
+                    cfg.stack_mode == heapledger_wire::StackMode::Dwarf,
+                    lo,
+                    hi,
+                )
+            });
+        let mut s = ThreadState {
+            number,
+            busy: AtomicBool::new(false),
+            stats: [(0, 0, 0); AllocFn::COUNT],
+            mem_ops: 0,
+            calls: 0,
+            stacks: StackMap::new(),
+            sizes: SizeHistogram::new(),
+            jumps: Histogram::new(),
+            pending: 0,
+            unwind,
+            sampler: (cfg.sample_every > 0).then(|| {
+                sampler::Sampler::new(cfg.sample_every, clock::ticks() ^ (number << 32) ^ 0x5eed)
+            }),
+            unknown_frees: 0,
+            truncated: 0,
+            dead: false,
+            tls: core::ptr::null(),
+            next: null_mut(),
+            lifetime_rng: 0x9E37_79B9_7F4A_7C15 ^ (number << 17) ^ 1,
+            lifetime_gap: 0,
+            tid: 0,
+            ended_next: null_mut(),
+            merged: 0,
+        };
+        s.lifetime_gap = s.next_lifetime_gap();
+        s
+    }
+}
+
+// SAFETY: a state is used by its own thread, or under the registry/orphan lock.
+unsafe impl Send for ThreadState {}
+
+pub struct Registry {
+    pub head: *mut ThreadState,
+    pub alive: u64,
+    pub max_alive: u64,
+    pub(super) next_number: u64,
+    /// Counters of threads that ended.
+    pub retired: Option<Box<ThreadState>>,
+    /// The states of ended threads, oldest first, and how many.
+    pub(super) ended_head: *mut ThreadState,
+    pub(super) ended_tail: *mut ThreadState,
+    pub(super) ended: u64,
+    /// The row of the ended threads whose states were reused.
+    pub folded: Option<Box<ThreadState>>,
+}
+// SAFETY: the raw pointers are only followed under the registry lock.
+unsafe impl Send for Registry {}
+
+pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
+    head: null_mut(),
+    alive: 0,
+    max_alive: 0,
+    next_number: 0,
+    retired: None,
+    ended_head: null_mut(),
+    ended_tail: null_mut(),
+    ended: 0,
+    folded: None,
+});
+pub static ORPHAN: SpinLock<Option<Box<ThreadState>>> = SpinLock::new(None);
+pub static KEY: AtomicU64 = AtomicU64::new(u64::MAX);
+
+pub(super) const DEAD: *mut ThreadState = std::ptr::dangling_mut::<ThreadState>();
+
+/// This thread's state, creating it on first use; None once the thread is
+/// ending (use the orphan state then).
+#[inline(always)]
+pub fn current(t: &Tls) -> *mut ThreadState {
+    let s = t.state.get();
+    if !s.is_null() {
+        return s;
+    }
+    create(t)
+}
+
+/// This thread's state if it has one (it may be [`DEAD`]); null if not.
+#[inline(always)]
+pub fn existing(t: &Tls) -> *mut ThreadState {
+    t.state.get()
+}
+
+#[inline(always)]
+pub fn is_dead(s: *mut ThreadState) -> bool {
+    s == DEAD
+}
+
+/// Neither null nor [`DEAD`], in one comparison: both sit below every
+/// real state's address.
+#[inline(always)]
+pub fn is_live(s: *mut ThreadState) -> bool {
+    const _: () = assert!(core::mem::align_of::<ThreadState>() < 4096);
+    s as usize > DEAD as usize
+}
+/// Runs `f` on every thread state (live, ended) and the retired and orphan ones.
+///
+/// When a frame of this thread below the caller holds the registry (the
+/// profile written from an `_exit` in a signal handler that interrupted a
+/// thread's start or end), the list is read without the lock: states are
+/// linked in whole and never unlinked (a reused state is rewritten in
+/// place: its row may then be read half old, half new, with empty tables
+/// either way), and no other thread can change it meanwhile. The retired
+/// and folded states, which may be half merged, are left out.
+pub fn for_each_state(mut f: impl FnMut(&ThreadState)) {
+    let reg = REGISTRY.lock_unless_held_here();
+    // SAFETY: the lock is held, or held by a frame of this thread that
+    // cannot run until this returns (see above); only read here.
+    let r = reg
+        .as_deref()
+        .unwrap_or_else(|| unsafe { &*REGISTRY.get_unchecked() });
+    let mut p = r.head;
+    while !p.is_null() {
+        // SAFETY: registered states are never freed.
+        let s = unsafe { &*p };
+        // Give a thread inside a hook a moment to leave it.
+        for _ in 0..1000 {
+            if !s.busy.load(Ordering::Acquire) {
+                break;
+            }
+            // SAFETY: no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+        f(s);
+        p = s.next;
+    }
+    if let Some(r) = reg.as_ref().and_then(|g| g.retired.as_deref()) {
+        f(r);
+    }
+    if let Some(r) = reg.as_ref().and_then(|g| g.folded.as_deref()) {
+        f(r);
+    }
+    drop(reg);
+    if let Some(g) = ORPHAN.try_lock_for(1000) {
+        if let Some(o) = g.as_deref() {
+            f(o);
+        }
+    }
+}
+
+pub fn new_orphan() -> Box<ThreadState> {
+    Box::new(ThreadState::new(ORPHAN_NUMBER, false))
+}
