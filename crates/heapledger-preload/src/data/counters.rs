@@ -2,16 +2,19 @@
 //! profile is written.
 //!
 //! Each thread owns its maps, so an event touches no memory shared with other
-//! threads, except for the two "sloppy" shared counters below, which a thread
-//! updates only when its own pending part could change a maximum or exceeds a
-//! slack. For one thread this is exact; with several, a maximum can be missed
-//! by at most the other threads' pending parts (`SLACK` bytes each).
+//! threads, except for the process's level of bytes alive (`data::level`,
+//! exact in one order of all events) and each stack's shared bytes alive,
+//! which a thread updates only when its own pending part could change the
+//! stack's maximum or exceeds a slack: for one thread that maximum is exact;
+//! with several, it can miss at most the other threads' pending parts
+//! (`SLACK` bytes each). The shares of the process's peak are exact.
 
 use crate::base::clock::ticks;
 use crate::base::sync::{add_i64, max_u64};
+use crate::data::level::{self, Move};
 use crate::data::stacks::{self, StackId};
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use heapledger_wire::{StackCounters, Totals};
 
 pub const SLACK: i64 = 64 * 1024;
@@ -34,9 +37,6 @@ pub const LIFETIME_ONE_IN: u64 = 16;
 /// Events forwarded without being recorded (re-entered hooks).
 pub static UNRECORDED: AtomicU64 = AtomicU64::new(0);
 
-/// Requested bytes alive, flushed part.
-pub static ALIVE: AtomicI64 = AtomicI64::new(0);
-pub static PEAK: AtomicU64 = AtomicU64::new(0);
 pub static PEAK_TICKS: AtomicU64 = AtomicU64::new(0);
 /// The peak when PEAK_TICKS was last read from the clock for it.
 static PEAK_TIMED: AtomicU64 = AtomicU64::new(0);
@@ -44,12 +44,34 @@ static PEAK_TIMED: AtomicU64 = AtomicU64::new(0);
 /// 1/PEAK_TIME_STEP of the peak (exact when an event that set the peak
 /// read the clock anyway).
 const PEAK_TIME_STEP: u64 = 1024;
-/// The epoch of the global peak is the peak itself: it only grows, and
-/// moves exactly when the peak does. Stacks snapshot their bytes alive
-/// lazily when they first see a new epoch (MALT's O(1) scheme).
+
+/// The process's peak of requested bytes so far (see `data::level`). It is
+/// also the epoch of the stacks' shares at the peak: it only grows, and
+/// moves exactly when the peak does.
+pub fn peak() -> u64 {
+    level::read().1
+}
+
+/// Moves the process's requested bytes alive by `delta` (see
+/// `data::level`), noting when a new peak was reached: at `now` where the
+/// event read the clock (not 0), else reading it when the peak has grown
+/// by 1/PEAK_TIME_STEP since the last reading, not once per allocation
+/// while memory grows.
 #[inline(always)]
-pub fn epoch() -> u64 {
-    PEAK.load(Ordering::Relaxed)
+pub fn move_level(delta: i64, now: u64) -> Move {
+    let m = level::apply(delta);
+    if m.set_peak() {
+        if now != 0 {
+            PEAK_TICKS.store(now, Ordering::Relaxed);
+        } else {
+            let timed = PEAK_TIMED.load(Ordering::Relaxed);
+            if m.peak_after >= timed + timed / PEAK_TIME_STEP {
+                PEAK_TIMED.store(m.peak_after, Ordering::Relaxed);
+                PEAK_TICKS.store(ticks(), Ordering::Relaxed);
+            }
+        }
+    }
+    m
 }
 
 #[derive(Clone, Copy, Default)]
@@ -67,14 +89,17 @@ pub struct PerStack {
 }
 
 impl PerStack {
-    /// Snapshot for the global peak, before the first change in a new epoch.
+    /// `add_alive` for the bytes alive and the share at the peak only.
     #[inline(always)]
-    fn touch(&mut self) {
-        let e = epoch();
-        if self.epoch != e {
+    pub fn shift(&mut self, delta: i64, m: &Move) {
+        if self.epoch != m.peak_before {
             self.at_peak = self.alive;
-            self.epoch = e;
         }
+        self.alive += delta;
+        if m.set_peak() {
+            self.at_peak = self.alive;
+        }
+        self.epoch = m.peak_after;
     }
 
     /// This entry's bytes at the last global peak (given the final epoch).
@@ -86,10 +111,14 @@ impl PerStack {
         }
     }
 
+    /// Adds `delta` to this entry's bytes alive, in the place `m` gave
+    /// the event in the order of all (see `data::level`). `at_peak` keeps
+    /// the entry's bytes as of the peak `epoch`: where a peak was set since
+    /// the entry's last change, its bytes then are its bytes now; and the
+    /// event that sets a peak counts in it.
     #[inline(always)]
-    pub fn add_alive(&mut self, id: StackId, delta: i64) {
-        self.touch();
-        self.alive += delta;
+    pub fn add_alive(&mut self, id: StackId, delta: i64, m: &Move) {
+        self.shift(delta, m);
         let pending = self.alive - self.flushed;
         let e = match self.shared {
             Some(e) => e,
@@ -139,38 +168,6 @@ impl PerStack {
             max_alive: e.max_alive.load(Ordering::Relaxed),
             at_peak: self.at_peak_final(epoch),
         }
-    }
-}
-
-/// Called with a thread's pending change of requested bytes alive.
-#[inline(always)]
-pub fn global_alive(pending: &mut i64, delta: i64, now: u64) {
-    *pending += delta;
-    if delta > 0 {
-        let cand = ALIVE.load(Ordering::Relaxed) + *pending;
-        if cand > PEAK.load(Ordering::Relaxed) as i64 {
-            let v = add_i64(&ALIVE, *pending);
-            *pending = 0;
-            if v > max_u64(&PEAK, v.max(0) as u64) as i64 {
-                if now != 0 {
-                    PEAK_TICKS.store(now, Ordering::Relaxed);
-                } else if v as u64
-                    >= PEAK_TIMED.load(Ordering::Relaxed)
-                        + PEAK_TIMED.load(Ordering::Relaxed) / PEAK_TIME_STEP
-                {
-                    // An event that read no clock (most do not: see
-                    // `counters::LIFETIME_HEAD`) reads it for a new peak only
-                    // when the peak has grown by 1/PEAK_TIME_STEP since the
-                    // last reading: not once per allocation while memory
-                    // grows.
-                    PEAK_TIMED.store(v as u64, Ordering::Relaxed);
-                    PEAK_TICKS.store(ticks(), Ordering::Relaxed);
-                }
-            }
-        }
-    } else if *pending < -SLACK {
-        add_i64(&ALIVE, *pending);
-        *pending = 0;
     }
 }
 

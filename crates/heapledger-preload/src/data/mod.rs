@@ -4,6 +4,7 @@
 //! scanning, and the byte sampler. They use the leaves only.
 
 pub mod counters;
+pub mod level;
 pub mod live;
 pub mod maps;
 pub mod modules;

@@ -5,7 +5,7 @@
 use super::enter::{entered, may_enter, stack, unrecorded};
 use crate::base::clock::{ticks, Clock};
 use crate::base::{config, real};
-use crate::data::counters::{global_alive, LIFETIME_ONE_IN};
+use crate::data::counters::{move_level, LIFETIME_ONE_IN};
 use crate::data::{live, sampler};
 use crate::thread::side;
 use crate::thread::state::ThreadState;
@@ -91,11 +91,15 @@ fn on_alloc(
     // weighs its lifetime; otherwise its lifetime's: 1 for a stack's first
     // blocks in this thread, then LIFETIME_ONE_IN for one block in that
     // many, and 0 (not timed) for the others.
+    // The level first: its move says where this event stands against the
+    // peak, which the stack's share of the peak needs.
+    let m = move_level(bw as i64, t0);
+    let ps = st.stacks.get(id);
     let (weight, timed) = if stackless() {
         ps.alive += bw as i64;
         (if sampled { cw } else { 0 }, false)
     } else {
-        ps.add_alive(id, bw as i64);
+        ps.add_alive(id, bw as i64, &m);
         let w = if sampled {
             cw
         } else if head {
@@ -114,7 +118,6 @@ fn on_alloc(
     } else if t0 == 0 {
         t0 = ticks();
     }
-    global_alive(&mut st.pending, bw as i64, t0);
     live::insert(live::Entry {
         addr: p as u64,
         size: size as u64,
@@ -171,12 +174,13 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         let lw = e.weight as u64;
         ps.t.lifetime.add_weighted(lt, lw, lt.saturating_mul(lw));
     }
+    let m = move_level(-(bw as i64), now);
+    let ps = st.stacks.get(e.stack);
     if stackless() {
         ps.alive -= bw as i64;
     } else {
-        ps.add_alive(e.stack, -(bw as i64));
+        ps.add_alive(e.stack, -(bw as i64), &m);
     }
-    global_alive(&mut st.pending, -(bw as i64), now);
 }
 
 #[inline(always)]

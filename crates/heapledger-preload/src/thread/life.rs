@@ -35,7 +35,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
 
 /// Folds a finished thread's counters into `retired`.
 fn retire(st: *mut ThreadState) {
-    let epoch = counters::epoch();
+    let epoch = counters::peak();
     let mut reg = REGISTRY.lock();
     // SAFETY: st is a registered, live state owned by the exiting thread.
     let s = unsafe { &mut *st };
@@ -50,8 +50,6 @@ fn retire(st: *mut ThreadState) {
         t.reset_lean(t.left.get());
     }
     s.tls = core::ptr::null();
-    counters::ALIVE.fetch_add(s.pending, Ordering::Relaxed);
-    s.pending = 0;
     let r = reg
         .retired
         .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));

@@ -35,8 +35,6 @@ pub struct ThreadState {
     pub stacks: StackMap,
     pub sizes: SizeHistogram,
     pub jumps: Histogram,
-    /// Requested bytes alive not yet added to the shared counter.
-    pub pending: i64,
     pub unwind: Option<Unwind>,
     pub unknown_frees: u64,
     pub truncated: u64,
@@ -205,7 +203,6 @@ impl ThreadState {
             stacks: StackMap::new(),
             sizes: SizeHistogram::new(),
             jumps: Histogram::new(),
-            pending: 0,
             unwind,
             sampler: (cfg.sample_every > 0).then(|| {
                 sampler::Sampler::new(cfg.sample_every, clock::ticks() ^ (number << 32) ^ 0x5eed)

@@ -5,7 +5,7 @@ use super::file::FileSink;
 use crate::base::clock::{self, now_ns};
 use crate::base::{arena, config, phase};
 use crate::data::counters;
-use crate::data::counters::{PerStack, PEAK, PEAK_TICKS, UNRECORDED};
+use crate::data::counters::{PerStack, PEAK_TICKS, UNRECORDED};
 use crate::data::{live, modules, stacks};
 use crate::process::unhooked;
 use crate::thread::state;
@@ -120,7 +120,7 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
     }
 
     // Merge every thread's counters.
-    let epoch = counters::epoch();
+    let epoch = counters::peak();
     let n = stacks::count() as usize;
     let mut merged = vec![
         PerStack {
@@ -160,7 +160,7 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         // `hooks::alloc::stackless`): its bytes at the peak and its highest are the
         // process's peak.
         if let Some(m) = merged.get_mut(0) {
-            let peak = counters::PEAK.load(Ordering::Relaxed);
+            let peak = epoch;
             m.at_peak = peak as i64;
             m.epoch = epoch;
             stacks::entry(0).max_alive.store(peak, Ordering::Relaxed);
@@ -223,7 +223,7 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         .try_lock_for(1000)
         .map_or(0, |r| r.max_alive);
     e.globals(&Globals {
-        peak_requested: PEAK.load(Ordering::Relaxed),
+        peak_requested: epoch,
         peak_ticks: PEAK_TICKS
             .load(Ordering::Relaxed)
             .saturating_sub(start_ticks),
