@@ -22,7 +22,8 @@ use heapledger_wire::AllocFn;
 /// they share two cache lines.
 #[repr(C, align(64))]
 pub struct ThreadState {
-    /// Allocator calls seen, for sampling call durations.
+    /// Calls left before the next one timed, and the generator that draws
+    /// the gaps (see `base::clock::Clock::start`).
     pub calls: u64,
     pub mem_ops: u64,
     /// True while this thread is inside a hook (the dump waits for it).
