@@ -320,22 +320,27 @@ impl Summary {
     }
 }
 
-/// The printed form of one address.
+/// The printed form of one address. A frame without a function name is
+/// named by its address, with its module (`0x65072c  ??  (python3.11)`),
+/// never a bare `??`.
 fn site_of(profile: &Profile, addr: Addr) -> Site {
-    match profile.resolve_addr(addr) {
-        Some(s) => Site {
+    let site = profile.resolve_addr(addr);
+    let library = profile.module_name(addr, site).to_owned();
+    match site {
+        Some(s) if s.function != UNKNOWN => Site {
             function: s.function.to_owned(),
             location: s.location(),
-            library: s.binary_name().to_owned(),
+            library,
+        },
+        Some(s) => Site {
+            function: addr.to_string(),
+            location: s.location(),
+            library,
         },
         None => Site {
             function: addr.to_string(),
             location: UNKNOWN.to_owned(),
-            library: profile
-                .sites
-                .mapping_of(addr)
-                .map_or(UNKNOWN, |m| basename(&m.file))
-                .to_owned(),
+            library,
         },
     }
 }
@@ -369,6 +374,9 @@ fn site_of_stack(profile: &Profile, stack: &[Addr]) -> Option<(Site, bool)> {
         };
         let chain = std::iter::once(inner).chain(profile.inline_chain(addr));
         for f in chain {
+            if f.function == UNKNOWN {
+                return Some((site_of(profile, addr), depth == 0));
+            }
             if !is_alloc_plumbing(f.function, f.file) {
                 let site = Site {
                     function: f.function.to_owned(),

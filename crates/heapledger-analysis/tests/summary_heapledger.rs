@@ -305,3 +305,42 @@ fn sites_past_plumbing_follow_the_caller_and_plain_leaves_are_shared() {
         ]
     );
 }
+
+/// A frame whose function the symbolizer did not find (`??` in
+/// `sites.instr`) is named by its address and module in every list, never
+/// a bare `??`: as a site, as a frame of a leak.
+#[test]
+fn frames_without_a_function_name_are_named_by_address_and_module() {
+    let mut p = Profile::new(Run::new("heapledger-0.1.0", "python3", "python3 x.py"));
+    let mut strings = StringTable::new();
+    let binary = strings.intern("/usr/bin/python3.11");
+    let main = strings.intern("main");
+    p.sites.strings = strings.into_strings();
+    let mut unknown = |addr: u64, function: StringId| {
+        p.sites.instr.insert(
+            Addr::native(addr),
+            InstrEntry {
+                file: StringId::UNKNOWN,
+                function,
+                line: None,
+                binary,
+            },
+        );
+        Addr::native(addr)
+    };
+    let leaf = unknown(0x65072c, StringId::UNKNOWN);
+    let outer = unknown(0x401000, main);
+    p.stacks
+        .push(StackStat::new("1", vec![leaf, outer], infos(3, 100)));
+    p.leaks.push(Leak {
+        stack: vec![leaf, outer],
+        count: 1,
+        memory: 100,
+    });
+    let text = Summary::from_profile(&p, &SummaryOptions::default()).to_string();
+    assert!(text.contains("0x65072c  ??  (python3.11)"), "{text}");
+    assert!(!text.contains(" ??  ??"), "{text}");
+    for line in text.lines() {
+        assert!(!line.trim_start().starts_with("?? "), "{line}\n{text}");
+    }
+}

@@ -1,17 +1,31 @@
 //! Export to Valgrind's callgrind format, for `callgrind_annotate` and
 //! KCachegrind (valgrind.org/docs/manual/cl-format.html).
 //!
-//! Costs come from the per-stack counters. Each stack puts its cost as
-//! *exclusive* cost on its leaf function, at the leaf's line, and as the cost
-//! of a *call* from each caller frame to its callee, at the caller's line: a
-//! `cfl=`/`cfn=`/`calls=` triple followed by the cost line. Tools derive
-//! inclusive cost from those calls, so every function on a stack gets the
-//! stack's cost exactly once, provided a function appears once per stack.
-//! Recursive stacks therefore have their cycles cut first: walking from the
-//! outermost frame in, a function met again drops the frames since its first
-//! occurrence, keeping the inner occurrence's line (the functions only inside
-//! the cycle lose that stack's inclusive cost; KCachegrind's cycle handling
-//! has the same limit).
+//! Costs come from the per-stack counters, all of them sums over stacks:
+//! allocation and free calls and bytes, bytes leaked, and the bytes alive
+//! when the whole process reached its peak (a stack's largest alive amount
+//! is no sum over stacks and is not written). Each stack puts its cost as
+//! *exclusive* cost on its leaf function, at the leaf's line, and as the
+//! cost of a *call* from each caller frame to its callee, at the caller's
+//! line: a `cfl=`/`cfn=`/`calls=` triple followed by the cost line.
+//!
+//! Inclusive cost is derived from the calls: `callgrind_annotate` gives a
+//! function that is called anywhere the sum of its incoming calls. So that
+//! every function on a stack gets the stack's cost exactly once, recursion
+//! included (`ma` -> `mb` -> `ma`), only the call into a function's
+//! outermost occurrence on the stack carries the cost; the calls into its
+//! inner occurrences are written with zero cost (KCachegrind still shows
+//! them as calls). A stack whose outermost function is called on other
+//! stacks (its outer frames were cut, or never unwound) is hung under a
+//! function of its own, `[outer frames not recorded]`, which calls it.
+//!
+//! A function is identified by object, file and name; a frame without a
+//! function name is named by its address and module (`0x65072c
+//! (python3.11)`), so that unresolved frames never merge into one `??`.
+//!
+//! `calls=` is a number of calls, which an allocation profile does not
+//! know: each call arc is written as called once (KCachegrind's "Called"
+//! then counts the places a function is called from).
 //!
 //! Unlike MALT's writer this emits `calls=` lines and uses `fl=` for files,
 //! so inclusive costs work.
@@ -28,13 +42,7 @@ use crate::strings::UNKNOWN;
 
 /// The events written, in order.
 pub const EVENTS: [&str; 7] = [
-    "AllocCnt",
-    "FreeCnt",
-    "MemOps",
-    "AllocSum",
-    "FreeSum",
-    "Leaks",
-    "AliveReqMax",
+    "AllocCnt", "FreeCnt", "MemOps", "AllocSum", "FreeSum", "Leaks", "AtPeak",
 ];
 
 /// Long names of [`EVENTS`], written as `event:` lines.
@@ -45,7 +53,7 @@ const EVENT_NAMES: [&str; 7] = [
     "bytes allocated",
     "bytes freed",
     "bytes still allocated at exit",
-    "most bytes alive at once",
+    "bytes alive at the process's peak",
 ];
 
 type Cost = [u64; 7];
@@ -59,7 +67,7 @@ fn cost_of(infos: &StackInfos) -> Cost {
         infos.alloc.sum,
         infos.free.sum,
         positive(infos.alive_req),
-        positive(infos.max_alive_req),
+        positive(infos.global_peak),
     ]
 }
 
@@ -98,24 +106,17 @@ impl<'p> Graph<'p> {
         if let Some(&f) = self.frames.get(&addr) {
             return f;
         }
-        let (key, line) = match self.profile.resolve_addr(addr) {
-            Some(site) => (
-                FnKey {
-                    object: site.binary.to_owned(),
-                    file: site.file.to_owned(),
-                    name: site.function.to_owned(),
-                },
-                site.line.unwrap_or(0),
-            ),
-            None => (
-                FnKey {
-                    object: self.object_of(addr).to_owned(),
-                    file: UNKNOWN.to_owned(),
-                    name: addr.to_string(),
-                },
-                0,
-            ),
+        let site = self.profile.resolve_addr(addr);
+        let object = match site {
+            Some(s) if s.binary != UNKNOWN && !s.binary.is_empty() => s.binary,
+            _ => self.object_of(addr),
         };
+        let key = FnKey {
+            object: object.to_owned(),
+            file: site.map_or(UNKNOWN, |s| s.file).to_owned(),
+            name: self.profile.frame_name(addr).into_owned(),
+        };
+        let line = site.and_then(|s| s.line).unwrap_or(0);
         let entry = self.functions.entry(key);
         let index = entry.index();
         entry.or_default();
@@ -131,22 +132,19 @@ impl<'p> Graph<'p> {
             .map_or(UNKNOWN, |m| m.file.as_str())
     }
 
-    fn add_stack(&mut self, stack: &[Addr], cost: &Cost, ops: u64) {
-        // Outermost first, cycles cut (see the module documentation).
-        let mut path: Vec<(usize, u32)> = Vec::with_capacity(stack.len());
-        let mut position: HashMap<usize, usize> = HashMap::new();
-        for &addr in stack.iter().rev() {
-            let (func, line) = self.frame(addr);
-            if let Some(&at) = position.get(&func) {
-                for (dropped, _) in path.drain(at + 1..) {
-                    position.remove(&dropped);
-                }
-                path[at].1 = line;
-            } else {
-                position.insert(func, path.len());
-                path.push((func, line));
-            }
-        }
+    /// The function that calls the stacks whose outer frames are missing.
+    fn root(&mut self) -> usize {
+        let entry = self.functions.entry(FnKey {
+            object: UNKNOWN.to_owned(),
+            file: UNKNOWN.to_owned(),
+            name: ROOT.to_owned(),
+        });
+        let index = entry.index();
+        entry.or_default();
+        index
+    }
+
+    fn add_stack(&mut self, path: &[(usize, u32)], cost: &Cost) {
         let Some(&(leaf, leaf_line)) = path.last() else {
             return;
         };
@@ -157,18 +155,32 @@ impl<'p> Graph<'p> {
                 .or_insert([0; 7]),
             cost,
         );
+        // Functions met so far, outermost first: a call carries the cost
+        // only into a function's outermost occurrence.
+        let mut seen: Vec<usize> = Vec::with_capacity(path.len());
+        if let Some(&(outer, _)) = path.first() {
+            seen.push(outer);
+        }
         for pair in path.windows(2) {
             let [(caller, line), (callee, callee_line)] = [pair[0], pair[1]];
+            let first = !seen.contains(&callee);
+            if first {
+                seen.push(callee);
+            }
             let call = self.functions[caller]
                 .calls
                 .entry((line, callee, callee_line))
-                .or_insert((0, [0; 7]));
-            // callgrind_annotate ignores calls whose count is 0.
-            call.0 = call.0.saturating_add(ops.max(1));
-            add(&mut call.1, cost);
+                .or_insert((1, [0; 7]));
+            if first {
+                add(&mut call.1, cost);
+            }
         }
     }
 }
+
+/// The function that calls a stack whose outermost frame is a function
+/// called elsewhere.
+pub const ROOT: &str = "[outer frames not recorded]";
 
 /// Compresses names: `(id) name` the first time, `(id)` after.
 #[derive(Default)]
@@ -215,13 +227,30 @@ pub fn write(profile: &Profile, writer: impl Write) -> io::Result<()> {
         frames: HashMap::new(),
     };
     let mut total = [0u64; 7];
+    let mut paths: Vec<(Vec<(usize, u32)>, Cost)> = Vec::new();
     for stat in profile.stacks() {
         let cost = cost_of(&stat.infos);
         if cost.iter().all(|&c| c == 0) {
             continue;
         }
         add(&mut total, &cost);
-        graph.add_stack(&stat.stack, &cost, cost[2]);
+        let path = stat.stack.iter().rev().map(|&a| graph.frame(a)).collect();
+        paths.push((path, cost));
+    }
+    // Which functions some stack calls (any frame but the outermost).
+    let mut called = vec![false; graph.functions.len()];
+    for (path, _) in &paths {
+        for &(f, _) in path.iter().skip(1) {
+            called[f] = true;
+        }
+    }
+    for (path, cost) in &mut paths {
+        if let Some(&(outer, _)) = path.first() {
+            if called[outer] {
+                path.insert(0, (graph.root(), 0));
+            }
+        }
+        graph.add_stack(path, cost);
     }
 
     let mut out = BufWriter::with_capacity(1 << 20, writer);
@@ -260,6 +289,8 @@ pub fn write(profile: &Profile, writer: impl Write) -> io::Result<()> {
             write_cost(&mut out, *line, cost)?;
         }
         for (&(line, callee, callee_line), (count, cost)) in &data.calls {
+            // Zero-cost calls (into inner occurrences of recursion) are
+            // written too: they are part of the call graph.
             let Some((callee_key, _)) = graph.functions.get_index(callee) else {
                 continue;
             };

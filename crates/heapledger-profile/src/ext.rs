@@ -42,14 +42,16 @@ pub struct HeapledgerExt {
     /// does. `false`: a free is charged to the stack that allocated the block
     /// (its `free`, `lifetime` and `aliveReq` counters), with no entry of its own.
     pub frees_unwound: bool,
-    /// Sampling: one allocation in `n` was recorded; `None`: all were.
-    #[serde(default)]
+    /// Sampling: one allocation in `n` was recorded; `None` (no key): all were.
+    /// No `Option` here is written as `null`, which MALT's reader cannot
+    /// parse even in a key it never reads: an absent value has no key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_every: Option<u64>,
     /// Lifetimes: each stack's first `n` blocks in each thread were timed,
     /// then one in 16 at random, standing for 16 (counts exact, sums
     /// estimated, minimum and maximum those of the timed blocks); `None`:
     /// every block was timed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifetimes_sampled_after: Option<u64>,
     /// Bytes the recorder itself used in the profiled process, at its end.
     pub internal_memory: u64,
@@ -141,9 +143,11 @@ impl HeapledgerExt {
 /// How the process ended: an exit code, or the signal that killed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ExitInfo {
-    /// Exit status when it exited.
+    /// Exit status when it exited (no key otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<i32>,
-    /// Signal number when a signal ended it.
+    /// Signal number when a signal ended it (no key otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
 }
 
@@ -153,7 +157,8 @@ pub struct ExitInfo {
 pub struct ModuleInfo {
     /// Path as the loader saw it.
     pub path: String,
-    /// GNU build id, lowercase hex, when the file has one.
+    /// GNU build id, lowercase hex, when the file has one (no key otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_id: Option<String>,
     /// First address of its executable mapping.
     pub lower: Addr,

@@ -65,7 +65,7 @@ impl Profile {
     pub fn new(run: Run) -> Profile {
         Profile {
             run,
-            config: Config::default(),
+            config: Config::malt_defaults(),
             stacks: Stacks::default(),
             sites: Sites::empty(),
             timeline: Timeline::empty(),
@@ -76,6 +76,55 @@ impl Profile {
             leaks: Vec::new(),
             domains: Domains::default(),
             heapledger: None,
+        }
+    }
+}
+
+impl Profile {
+    /// Fills the MALT sections that MALT's tools read their totals from and
+    /// that heapledger's own data implies, so that MALT's reader and viewer
+    /// show heapledger's numbers:
+    ///
+    /// - `timeline.memoryTimeline.peak`: MALT's reader and viewer take the
+    ///   peaks of requested and internal memory from there (and nowhere
+    ///   else), even when the timeline has no points;
+    /// - `domains`: allocations, bytes and peaks; everything heapledger
+    ///   records is the C allocator's, or `mmap`'s;
+    /// - `config.sampling`: whether one allocation in `n` was recorded.
+    ///
+    /// Peaks that heapledger does not measure (physical and virtual memory,
+    /// live blocks) stay as they are. A file without heapledger data (MALT's
+    /// own) is left alone.
+    pub fn fill_malt_totals(&mut self) {
+        let Some(ext) = &self.heapledger else {
+            return;
+        };
+        let mut d = crate::domains::Domains::default();
+        for s in &self.stacks.stats {
+            let i = &s.infos;
+            d.counters.c = d.counters.c.saturating_add(i.alloc.count);
+            d.mem.c = d.mem.c.saturating_add(i.alloc.sum);
+            d.counters.mmap = d.counters.mmap.saturating_add(i.mmap.count);
+            d.mem.mmap = d.mem.mmap.saturating_add(i.mmap.sum);
+            d.at_global_peak.c = d
+                .at_global_peak
+                .c
+                .saturating_add(u64::try_from(i.global_peak).unwrap_or(0));
+        }
+        d.local_peak.c = ext.peak_requested;
+        self.domains = d;
+        let peak = &mut self.timeline.memory_timeline.peak;
+        if peak.len() < crate::timeline::memory::FIELDS.len() {
+            peak.resize(crate::timeline::memory::FIELDS.len(), 0);
+        }
+        let requested = &mut peak[crate::timeline::memory::REQUESTED];
+        *requested = (*requested).max(ext.peak_requested);
+        let internal = &mut peak[crate::timeline::memory::INTERNAL];
+        *internal = (*internal).max(ext.internal_memory_peak);
+        self.config
+            .set("sampling", "enabled", ext.sample_every.is_some());
+        if let Some(n) = ext.sample_every {
+            self.config.set("sampling", "count", n);
         }
     }
 }
@@ -127,6 +176,39 @@ impl Run {
 pub struct Config(pub IndexMap<String, IndexMap<String, serde_json::Value>>);
 
 impl Config {
+    /// Every section and key that MALT 1.6.2's reader reads unconditionally
+    /// (`src/reader/libreader/format/Config.cpp`, `from_json`: a missing one
+    /// aborts it), with the type it reads and the value MALT writes by
+    /// default. heapledger overrides what it knows (`stack`, `sampling`,
+    /// `output.name`); the rest says "MALT's default", which for options
+    /// heapledger has no counterpart of is as good as any.
+    pub fn malt_defaults() -> Config {
+        use serde_json::json;
+        let sections = json!({
+            "time": {"enabled": true, "points": 512, "linear": false},
+            "stack": {"enabled": true, "mode": "backtrace", "resolve": true,
+                      "libunwind": false, "skip": 4},
+            "addr2line": {"bucket": 350, "threads": 8, "huge": 52428800},
+            "sampling": {"enabled": false, "volume": 4093, "count": 571},
+            "python": {"instru": false, "mix": false, "stack": "none", "obj": false,
+                       "mem": false, "raw": false, "hide-imports": true, "mode": "profile"},
+            "c": {"malloc": true, "mmap": true},
+            "output": {"callgrind": false, "config": false, "indent": false, "json": true,
+                       "lua": false, "name": "heapledger", "verbosity": "default",
+                       "stack-tree": false, "loop-suppress": false},
+            "max-stack": {"enabled": false},
+            "trace": {"enabled": false},
+            "distr": {"alloc-size": true, "realloc-jump": true},
+            "info": {"hidden": false},
+            "filter": {"exe": "", "childs": true, "enabled": false, "ranks": ""},
+            "dump": {"on-signal": "", "after-seconds": 0, "on-sys-full-at": "",
+                     "on-app-using-rss": "", "on-app-using-virt": "", "on-app-using-req": "",
+                     "on-thread-stack-using": "", "on-alloc-count": "", "watch-dog": false},
+            "tools": {"nm": false, "nm-max-size": "50M"},
+        });
+        serde_json::from_value(sections).expect("a well-formed literal")
+    }
+
     /// The value of `section:key`, if set.
     pub fn get(&self, section: &str, key: &str) -> Option<&serde_json::Value> {
         self.0.get(section)?.get(key)

@@ -1,11 +1,14 @@
 //! Questions asked of a whole profile: symbols of addresses, stacks as
 //! resolved frames, totals that MALT spreads over threads.
 
+use std::borrow::Cow;
+
 use crate::addr::Addr;
 use crate::model::Profile;
 use crate::runtime;
-use crate::sites::SiteRef;
+use crate::sites::{basename, SiteRef};
 use crate::stacks::StackStat;
+use crate::strings::UNKNOWN;
 use crate::threads::AllocFuncStats;
 
 /// A stack frame: its address and, when the file has it, its symbol.
@@ -27,6 +30,32 @@ impl Profile {
     /// The symbol of `addr`, if the file has one.
     pub fn resolve_addr(&self, addr: Addr) -> Option<SiteRef<'_>> {
         self.sites.resolve(addr)
+    }
+
+    /// The name a frame is shown by: its function, or, when the file has no
+    /// function name for it, its address and module
+    /// (`0x65072c (python3.11)`), never a bare `??`, so that unresolved
+    /// frames stay apart from one another in every output.
+    pub fn frame_name(&self, addr: Addr) -> Cow<'_, str> {
+        match self.sites.resolve(addr) {
+            Some(site) if site.function != UNKNOWN => Cow::Borrowed(site.function),
+            site => Cow::Owned(format!("{addr} ({})", self.module_name(addr, site))),
+        }
+    }
+
+    /// The base name of the binary holding `addr` (whose symbol is `site`):
+    /// from its symbol, else from the mappings, else `??`.
+    pub fn module_name<'a>(&'a self, addr: Addr, site: Option<SiteRef<'a>>) -> &'a str {
+        let known = |name: &&str| !name.is_empty() && *name != UNKNOWN;
+        site.map(|s| s.binary_name())
+            .filter(known)
+            .or_else(|| {
+                self.sites
+                    .mapping_of(addr)
+                    .map(|m| basename(&m.file))
+                    .filter(known)
+            })
+            .unwrap_or(UNKNOWN)
     }
 
     /// The stacks, in file order.

@@ -259,7 +259,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     let mut run = mp::Run::new(
         format!("heapledger-{}", env!("CARGO_PKG_VERSION")),
         exe_base,
-        d.cmdline.join(" "),
+        shell_command(&d.cmdline),
     );
     run.date = crate::date::format_utc(d.start_unix_ns / 1_000_000_000);
     run.runtime = d.end_ticks.saturating_sub(d.start_ticks);
@@ -414,5 +414,45 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     });
     p.heapledger = Some(ext);
     p.heapledger.as_mut().unwrap().runtime_leaks = mp::runtime::classify_leaks(&p);
+    p.fill_malt_totals();
     p
+}
+
+/// The command line as a shell would take it back: each argument as is
+/// when it holds nothing a shell reads specially, else in single quotes
+/// (an empty one too, which a plain join would lose).
+fn shell_command(args: &[String]) -> String {
+    let plain = |a: &str| {
+        !a.is_empty()
+            && a.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    };
+    args.iter()
+        .map(|a| {
+            if plain(a) {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_command;
+
+    #[test]
+    fn command_lines_are_quoted_as_a_shell_reads_them() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shell_command(&args(&["./prog", "-x", "a=b"])),
+            "./prog -x a=b"
+        );
+        assert_eq!(
+            shell_command(&args(&["./prog", "", "a b", "it's", "$HOME"])),
+            "./prog '' 'a b' 'it'\\''s' '$HOME'"
+        );
+    }
 }

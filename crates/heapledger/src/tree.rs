@@ -17,7 +17,7 @@ pub enum Metric {
     Bytes,
     /// Bytes alive when the whole process reached its peak.
     Peak,
-    /// Bytes still allocated at exit.
+    /// Bytes still allocated at exit (the C/C++ runtime's own blocks apart).
     Leaked,
 }
 
@@ -58,14 +58,14 @@ fn routines_of(p: &Profile, addr: Addr, by_line: bool, out: &mut Vec<String>) {
         }
     };
     let Some(site) = p.resolve_addr(addr) else {
-        out.push(format!("{addr}"));
+        out.push(p.frame_name(addr).into_owned());
         return;
     };
     for f in p.inline_chain(addr).iter().rev() {
         out.push(name(f.function, f.file, f.line));
     }
     if site.function == heapledger_profile::UNKNOWN {
-        out.push(format!("{addr} ({})", site.binary_name()));
+        out.push(p.frame_name(addr).into_owned());
     } else {
         out.push(name(site.function, site.file, site.line));
     }
@@ -91,8 +91,14 @@ pub fn samples(p: &Profile, metric: Metric, by_line: bool) -> Result<Samples> {
     };
     match metric {
         Metric::Leaked => {
-            for l in &p.leaks {
-                push(&l.stack, l.memory, &mut samples)?;
+            // The program's leaks: the C/C++ runtime's own blocks (stdout's
+            // buffer, the loader's...) are set apart, as in the summary.
+            let mut runtime = p.runtime_leaks();
+            runtime.sort_unstable();
+            for (i, l) in p.leaks.iter().enumerate() {
+                if runtime.binary_search(&i).is_err() {
+                    push(&l.stack, l.memory, &mut samples)?;
+                }
             }
         }
         _ => {
