@@ -228,11 +228,16 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 d.start_unix_ns = r.u()?;
                 d.exe = r.string()?;
                 let cmd = r.bytes()?;
-                d.cmdline = cmd
-                    .split(|&b| b == 0)
-                    .filter(|s| !s.is_empty())
-                    .map(|s| String::from_utf8_lossy(s).into_owned())
-                    .collect();
+                // Each argument ends with a NUL (/proc/self/cmdline); an
+                // empty argument is an empty string between two.
+                let cmd = cmd.strip_suffix(&[0]).unwrap_or(cmd);
+                d.cmdline = if cmd.is_empty() {
+                    Vec::new()
+                } else {
+                    cmd.split(|&b| b == 0)
+                        .map(|s| String::from_utf8_lossy(s).into_owned())
+                        .collect()
+                };
                 seen_header = true;
             }
             Tag::Module => d.modules.push(ModuleRec {
@@ -425,6 +430,16 @@ mod tests {
         e.bytes(b"");
         e.tag(Tag::End);
         e.sink.0
+    }
+
+    #[test]
+    fn empty_arguments_are_kept() {
+        let mut bytes = sample();
+        let at = bytes.windows(8).position(|w| w == b"prog\0-x\0").unwrap();
+        // The same eight bytes: "p", "", "-x", "" and "" (the last NUL ends it).
+        bytes[at..at + 8].copy_from_slice(b"p\0\0-x\0\0\0");
+        let d = decode(&bytes).unwrap();
+        assert_eq!(d.cmdline, vec!["p", "", "-x", "", ""]);
     }
 
     #[test]

@@ -219,8 +219,17 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     let mut inlined = indexmap::IndexMap::new();
     for a in &used {
         let Some(r) = resolved.get(a) else { continue };
-        let binary = strings.intern(&r.binary.to_string_lossy());
+        let binary_path = r.binary.to_string_lossy();
+        let binary = strings.intern(&binary_path);
         let inner = &r.frames[0];
+        // A frame without a function name is named by its address and
+        // module, as every output names it (`Profile::frame_name`), so that
+        // MALT's viewer too keeps unresolved frames apart, never `??`.
+        let unnamed = || {
+            let module = mp::basename(&binary_path);
+            let module = if module.is_empty() { "??" } else { module };
+            format!("{} ({module})", Addr::native(*a))
+        };
         instr.insert(
             Addr::native(*a),
             InstrEntry {
@@ -228,10 +237,10 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
                     .file
                     .as_deref()
                     .map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
-                function: inner
-                    .function
-                    .as_deref()
-                    .map_or(mp::StringId::UNKNOWN, |f| strings.intern(f)),
+                function: match inner.function.as_deref() {
+                    Some(f) => strings.intern(f),
+                    None => strings.intern(&unnamed()),
+                },
                 line: inner.line,
                 binary,
             },

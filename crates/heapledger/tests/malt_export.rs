@@ -123,3 +123,31 @@ fn program_line_quotes_and_leaked_tree_leaves_the_runtime_out() {
     assert!(tree.contains("total bytes leaked 77\n"), "{tree}");
     assert!(tree.contains("leak_it"), "{tree}");
 }
+
+/// A program without symbols (stripped): MALT's viewer names frames from
+/// `sites.instr`, where an unresolved frame is named by its address and
+/// module, as every other output names it, never `??`; and the command
+/// line keeps its empty arguments.
+#[test]
+fn unresolved_frames_are_named_for_malts_viewer() {
+    let dir = Scratch::new("malt-stripped");
+    let exe = dir.join("basic");
+    compile("cc", &["basic.c"], &["-O1", "-fno-builtin"], &exe);
+    let strip = Command::new("strip").arg(&exe).status().unwrap();
+    assert!(strip.success());
+    let out = dir.join("p.json");
+    let o = heapledger_run("dwarf", &out, &exe, &["", "x"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = assert_opens_in_malt(&out);
+    let mut named = 0;
+    for (addr, entry) in &p.sites.instr {
+        let function = p.sites.string(entry.function);
+        assert_ne!(function, "??", "{addr}: a bare ?? in sites.instr");
+        if function.ends_with(" (basic)") {
+            assert!(function.starts_with("0x"), "{function}");
+            named += 1;
+        }
+    }
+    assert!(named > 0, "no frame of the stripped program");
+    assert!(p.run.command.ends_with(" '' x"), "{}", p.run.command);
+}
