@@ -147,6 +147,10 @@ pub struct Summary {
     pub date: String,
     /// Process id, when recorded.
     pub pid: Option<u32>,
+    /// The process it was forked from (its numbers count from the fork),
+    /// and the blocks it inherited from it.
+    pub forked_from: Option<u32>,
+    pub inherited: Option<heapledger_profile::Inherited>,
     /// How it ended, when recorded.
     pub exit: Option<ExitInfo>,
     /// Run time in seconds, when the clock rate is known.
@@ -278,6 +282,8 @@ impl Summary {
             tool: profile.run.tool.clone(),
             date: profile.run.date.clone(),
             pid: ext.map(|e| e.pid),
+            forked_from: ext.and_then(|e| e.forked_from),
+            inherited: ext.and_then(|e| e.inherited),
             exit: ext.map(|e| e.exit),
             run_seconds: profile.runtime_seconds(),
             threads: Threads {
@@ -594,10 +600,14 @@ impl fmt::Display for Summary {
             &self.command
         };
         let mut head = vec![vec!["Program".to_owned(), command.clone()]];
-        let process = match self.pid {
-            Some(pid) => format!("pid {pid}, {}", exit_text(self.exit.as_ref())),
-            None => exit_text(self.exit.as_ref()),
+        let mut process = match self.pid {
+            Some(pid) => format!("pid {pid}, "),
+            None => String::new(),
         };
+        if let Some(parent) = self.forked_from {
+            process += &format!("forked from pid {parent}, ");
+        }
+        process += &exit_text(self.exit.as_ref());
         head.push(vec!["Process".to_owned(), process]);
         head.push(vec![
             "Run time".to_owned(),
@@ -622,6 +632,18 @@ impl fmt::Display for Summary {
                 ));
             }
             head.push(vec!["Threads".to_owned(), text]);
+        }
+        if let (Some(parent), Some(i)) = (self.forked_from, self.inherited) {
+            head.push(vec![
+                "Inherited".to_owned(),
+                format!(
+                    "from pid {parent}: {}, {}, freed here (counted in `free`, in no site); {}, {}, still alive (not this process's leaks)",
+                    plural(i.freed, "block", "blocks"),
+                    format_bytes(i.freed_bytes),
+                    plural(i.alive, "block", "blocks"),
+                    format_bytes(i.alive_bytes),
+                ),
+            ]);
         }
         if let Some(r) = &self.recording {
             let mut text = if r.stack_mode == "none" {

@@ -16,7 +16,7 @@
 //!
 //! ```text
 //!  5 hooks/    entry points, one file per family: alloc, lean (malloc's and
-//!              free's fast paths), mmap, dl, pthread, signal_exit
+//!              free's fast paths), mmap, dl, pthread, signal_exit, main
 //!  4 process/  the process's life: start, signals, fork, dump, unhooked
 //!  3 thread/   per-thread state: tls, state, life, bounds, altstack, side
 //!  2 data/     live blocks, stacks, counters, unwind, modules, maps, sampler

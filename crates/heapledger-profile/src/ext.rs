@@ -71,6 +71,16 @@ pub struct HeapledgerExt {
     pub pid: u32,
     /// Its parent's process id.
     pub ppid: u32,
+    /// The process it was forked from, when it was forked from a profiled
+    /// process and did not exec since (no key otherwise): its profile then
+    /// holds what it did after the fork only, as if it had started there,
+    /// and the blocks it inherited are counted apart (`inherited`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<u32>,
+    /// In a forked process: the blocks it inherited from the process it
+    /// forked from (no key otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inherited: Option<Inherited>,
     /// How it ended.
     pub exit: ExitInfo,
     /// The executable and libraries loaded, with build ids, so that addresses
@@ -103,6 +113,23 @@ pub struct HeapledgerExt {
     pub unhooked: Option<Unhooked>,
 }
 
+/// See [`HeapledgerExt::inherited`]. Freeing an inherited block is a call
+/// of the process (it counts in the threads' `free` calls) but charged to
+/// no stack, and moves none of its counters: its bytes alive, peak and
+/// leaks are its own blocks'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inherited {
+    /// Inherited blocks it freed (or reallocated).
+    pub freed: u64,
+    /// Their bytes.
+    pub freed_bytes: u64,
+    /// Inherited blocks still alive at its end.
+    pub alive: u64,
+    /// Their bytes.
+    pub alive_bytes: u64,
+}
+
 /// See [`HeapledgerExt::unhooked`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unhooked {
@@ -129,6 +156,8 @@ impl HeapledgerExt {
             peak_time: 0,
             pid: 0,
             ppid: 0,
+            forked_from: None,
+            inherited: None,
             exit: ExitInfo::default(),
             modules: Vec::new(),
             inlined: IndexMap::new(),

@@ -50,6 +50,13 @@ pub struct Dump {
     /// executable).
     pub unhooked: Vec<String>,
     pub unhooked_by: String,
+    /// Set when the process was forked from another ([`Tag::Forked`]).
+    pub forked: Option<Forked>,
+    /// How the process ended, when the recorder saw it ([`Tag::Exit`]).
+    pub ending: Option<Ending>,
+    /// The object that defines the `malloc` the recorder called ("": not
+    /// recorded).
+    pub allocator: String,
 }
 
 /// One executable mapping of a module the process had loaded at some point.
@@ -353,6 +360,23 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     .collect();
                 d.unhooked_by = r.string()?;
             }
+            Tag::Forked => {
+                d.forked = Some(Forked {
+                    parent: r.u()? as u32,
+                    inherited_alive: r.u()?,
+                    inherited_alive_bytes: r.u()?,
+                    inherited_freed: r.u()?,
+                    inherited_freed_bytes: r.u()?,
+                })
+            }
+            Tag::Exit => {
+                let (kind, value) = (r.u()?, r.u()?);
+                d.ending = Some(
+                    Ending::from_pair(kind, value)
+                        .ok_or(DecodeError::BadRecord { tag: t, offset: at })?,
+                );
+            }
+            Tag::Allocator => d.allocator = r.string()?,
             Tag::End => {
                 if !seen_header {
                     return Err(DecodeError::NotADump);
@@ -428,6 +452,16 @@ mod tests {
         e.tag(Tag::Unhooked);
         e.bytes(b"malloc\0free\0");
         e.bytes(b"");
+        e.forked(&Forked {
+            parent: 41,
+            inherited_alive: 3,
+            inherited_alive_bytes: 300,
+            inherited_freed: 2,
+            inherited_freed_bytes: 200,
+        });
+        e.ending(Ending::Signal(15));
+        e.tag(Tag::Allocator);
+        e.bytes(b"/lib/libbump.so");
         e.tag(Tag::End);
         e.sink.0
     }
@@ -474,6 +508,27 @@ mod tests {
         assert_eq!(d.globals.peak_requested, 10);
         assert_eq!(d.unhooked, vec!["malloc", "free"]);
         assert_eq!(d.unhooked_by, "");
+        let f = d.forked.unwrap();
+        assert_eq!(
+            (f.parent, f.inherited_alive, f.inherited_freed_bytes),
+            (41, 3, 200)
+        );
+        assert_eq!(d.ending, Some(Ending::Signal(15)));
+        assert_eq!(d.allocator, "/lib/libbump.so");
+    }
+
+    #[test]
+    fn endings_keep_their_status() {
+        for e in [
+            Ending::Exited(0),
+            Ending::Exited(255),
+            Ending::Exited(-1),
+            Ending::Signal(9),
+        ] {
+            let (k, v) = e.to_pair();
+            assert_eq!(Ending::from_pair(k, v), Some(e));
+        }
+        assert_eq!(Ending::from_pair(3, 0), None);
     }
 
     #[test]

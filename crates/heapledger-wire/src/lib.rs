@@ -207,6 +207,17 @@ pub enum Tag {
     /// into one row: how many, then mem ops and the per-[`AllocFn`] triples
     /// as in [`Tag::Thread`]
     EndedThreads = 12,
+    /// the process was forked from another and counts from the fork:
+    /// the parent's pid, the blocks inherited from it still alive at the
+    /// end (count, bytes), and those the process freed (count, bytes)
+    Forked = 14,
+    /// how the process ended, as the recorder saw it: 1 and the status
+    /// passed to `exit`/`_exit` (or returned from `main`), or 2 and the
+    /// signal that killed it
+    Exit = 15,
+    /// the path of the object that defines the `malloc` the recorder
+    /// forwards to (bytes)
+    Allocator = 16,
     /// end of dump
     End = 0xff,
 }
@@ -226,6 +237,9 @@ impl Tag {
             10 => Tag::Globals,
             11 => Tag::Unhooked,
             12 => Tag::EndedThreads,
+            14 => Tag::Forked,
+            15 => Tag::Exit,
+            16 => Tag::Allocator,
             0xff => Tag::End,
             _ => return None,
         })
@@ -358,6 +372,46 @@ pub struct Globals {
     pub internal_peak: u64,
 }
 
+/// What [`Tag::Forked`] says: the process was forked from `parent` and
+/// counts from the fork on (blocks it inherited are counted apart).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Forked {
+    pub parent: u32,
+    /// Blocks inherited from the parent and still alive at the end.
+    pub inherited_alive: u64,
+    pub inherited_alive_bytes: u64,
+    /// Frees (and reallocs) of blocks inherited from the parent.
+    pub inherited_freed: u64,
+    pub inherited_freed_bytes: u64,
+}
+
+/// How a process ended ([`Tag::Exit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// `exit`, `_exit` or a return from `main`, with the status.
+    Exited(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+impl Ending {
+    /// The record's (kind, value).
+    pub fn to_pair(self) -> (u64, u64) {
+        match self {
+            Ending::Exited(c) => (1, c as u32 as u64),
+            Ending::Signal(s) => (2, s as u32 as u64),
+        }
+    }
+
+    pub fn from_pair(kind: u64, value: u64) -> Option<Ending> {
+        match kind {
+            1 => Some(Ending::Exited(value as u32 as i32)),
+            2 => Some(Ending::Signal(value as u32 as i32)),
+            _ => None,
+        }
+    }
+}
+
 /// Where encoded bytes go.
 pub trait Sink {
     fn put(&mut self, bytes: &[u8]);
@@ -451,6 +505,26 @@ impl<S: Sink> Encoder<S> {
         self.i(c.alive);
         self.u(c.max_alive);
         self.i(c.at_peak);
+    }
+
+    pub fn forked(&mut self, f: &Forked) {
+        self.tag(Tag::Forked);
+        for v in [
+            f.parent as u64,
+            f.inherited_alive,
+            f.inherited_alive_bytes,
+            f.inherited_freed,
+            f.inherited_freed_bytes,
+        ] {
+            self.u(v);
+        }
+    }
+
+    pub fn ending(&mut self, how: Ending) {
+        let (kind, value) = how.to_pair();
+        self.tag(Tag::Exit);
+        self.u(kind);
+        self.u(value);
     }
 
     pub fn globals(&mut self, g: &Globals) {

@@ -5,7 +5,7 @@
 use heapledger_profile as mp;
 use heapledger_profile::{Addr, InstrEntry, MapEntry, Profile, StackInfos, StackStat, StringTable};
 use heapledger_symbols::{MappedModule, Resolved};
-use heapledger_wire::{AllocFn, Dump, StackCounters};
+use heapledger_wire::{AllocFn, Dump, Ending, StackCounters};
 /// Maps keyed by addresses and stacks of addresses: no need for SipHash's
 /// defence against chosen keys, and a Python start-up hashes 16 000 stacks
 /// of 90 frames.
@@ -272,12 +272,17 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     );
     run.date = crate::date::format_utc(d.start_unix_ns / 1_000_000_000);
     run.runtime = d.end_ticks.saturating_sub(d.start_ticks);
-    run.allocator = d
-        .modules
-        .iter()
-        .find(|m| m.path.contains("/libc.so"))
-        .map(|m| m.path.clone())
-        .unwrap_or_default();
+    // The object that defines the malloc the recorder forwarded to (a
+    // preloaded jemalloc...); glibc's, for dumps that do not say.
+    run.allocator = if d.allocator.is_empty() {
+        d.modules
+            .iter()
+            .find(|m| m.path.contains("/libc.so"))
+            .map(|m| m.path.clone())
+            .unwrap_or_default()
+    } else {
+        d.allocator.clone()
+    };
     run.hostname = hostname();
     let mut p = Profile::new(run);
 
@@ -394,10 +399,31 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     ext.peak_time = d.globals.peak_ticks;
     ext.pid = d.pid;
     ext.ppid = d.ppid;
-    ext.exit = mp::ExitInfo {
-        code: end.code,
-        signal: end.signal,
+    ext.exit = match (end.code, end.signal, d.ending) {
+        // What `waitpid` said (the main process) stands; a child's is
+        // what its recorder saw.
+        (None, None, Some(Ending::Exited(code))) => mp::ExitInfo {
+            code: Some(code),
+            signal: None,
+        },
+        (None, None, Some(Ending::Signal(sig))) => mp::ExitInfo {
+            code: None,
+            signal: Some(sig),
+        },
+        _ => mp::ExitInfo {
+            code: end.code,
+            signal: end.signal,
+        },
     };
+    if let Some(f) = &d.forked {
+        ext.forked_from = Some(f.parent);
+        ext.inherited = Some(mp::Inherited {
+            freed: f.inherited_freed,
+            freed_bytes: f.inherited_freed_bytes,
+            alive: f.inherited_alive,
+            alive_bytes: f.inherited_alive_bytes,
+        });
+    }
     ext.modules = d
         .modules
         .iter()

@@ -2,7 +2,9 @@
 //! 2 x 111 bytes; the child allocates 6 x 2222 (leaking one) and exits; the
 //! parent then allocates 3 x 3333. The parent's profile is the `-o` file,
 //! the child's lands in `<out-stem>.children/heapledger-<exe>-<pid>.json` and
-//! keeps the history up to the fork.
+//! holds what the child did after the fork (the pre-fork blocks it frees are
+//! inherited ones, counted apart). `fork_fresh.c`: a parent with 2 threads
+//! and 1000 blocks forks a child that makes 10.
 
 mod common;
 
@@ -85,16 +87,24 @@ fn parent_profile_has_its_own_allocations_only() {
 }
 
 #[test]
-fn child_profile_has_the_history_and_its_own_allocations() {
+fn child_profile_has_its_own_allocations_only() {
     let f = forked();
     let c = &f.child;
     let ext = c.heapledger.as_ref().unwrap();
     assert_eq!(ext.pid, f.child_pid);
-    assert_eq!(ext.ppid, f.parent.heapledger.as_ref().unwrap().pid);
-    // Inherited from before the fork, then freed by the child.
-    let pre = site(c, "pre_fork_alloc", line("pre_fork"));
-    assert_eq!(pre.alloc, mms(2, 111, 111, 222), "{pre:?}");
-    assert_eq!(pre.free, pre.alloc);
+    let parent_pid = f.parent.heapledger.as_ref().unwrap().pid;
+    assert_eq!(ext.ppid, parent_pid);
+    assert_eq!(ext.forked_from, Some(parent_pid));
+    assert_eq!(ext.exit.code, Some(0), "the child's own exit status");
+    // Allocated before the fork: the parent's, freed by the child.
+    assert_eq!(
+        site(c, "pre_fork_alloc", line("pre_fork")).stacks,
+        0,
+        "the parent's history in the child"
+    );
+    let inh = ext.inherited.expect("inherited blocks");
+    assert_eq!((inh.freed, inh.freed_bytes), (2, 222), "{inh:?}");
+    assert_eq!(ext.unknown_frees, 0);
     let child = site(c, "child_alloc", line("child"));
     assert_eq!(child.alloc, mms(6, 2222, 2222, 6 * 2222), "{child:?}");
     assert_eq!(child.free, mms(5, 2222, 2222, 5 * 2222), "{child:?}");
@@ -115,8 +125,10 @@ fn child_profile_has_the_history_and_its_own_allocations() {
         );
     }
     let t = c.call_totals();
-    assert_eq!((t.malloc.count, t.malloc.sum), (2 + 6, 222 + 6 * 2222));
+    assert_eq!((t.malloc.count, t.malloc.sum), (6, 6 * 2222));
+    // The frees of the inherited blocks are calls of the child.
     assert_eq!((t.free.count, t.free.sum), (2 + 5, 222 + 5 * 2222));
+    assert_eq!(ext.peak_requested, 6 * 2222);
     let leaks = program_leaks(c);
     assert_eq!(leaks.len(), 1, "leaks:{}", describe_leaks(c, &leaks));
     assert_eq!((leaks[0].count, leaks[0].memory), (1, 2222));
@@ -125,6 +137,75 @@ fn child_profile_has_the_history_and_its_own_allocations() {
         &leaks[0].stack,
         &[("child_alloc", line("child"))]
     ));
+}
+
+/// `tests/programs/fork_fresh.c`: the parent makes 1000 blocks of 100
+/// bytes and has a second thread (5 blocks of 50) when it forks; the child
+/// makes 10 blocks of 64 bytes, frees 3 of them and 501 of the parent's
+/// (one with `realloc(p, 0)`). The child's profile counts from the fork:
+/// 10 allocations, its own peak, 1 thread, the parent named; the parent's
+/// profile is its own.
+#[test]
+fn a_forked_child_counts_from_the_fork() {
+    let dir = Scratch::new("fork-fresh");
+    let exe = compile_threaded("fork_fresh", &dir);
+    let (parent, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let child_pid = child_pid(&stdout);
+    let path = dir
+        .join("p.children")
+        .join(format!("heapledger-fork_fresh-{child_pid}.json"));
+    let c = Profile::from_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let line = |name| site_line("fork_fresh.c", name);
+    let pext = parent.heapledger.as_ref().unwrap();
+    let ext = c.heapledger.as_ref().unwrap();
+
+    let mine = site(&c, "child_alloc", line("child"));
+    assert_eq!(mine.alloc, mms(10, 64, 64, 640), "{mine:?}");
+    assert_eq!(mine.free, mms(3, 64, 64, 192), "{mine:?}");
+    let allocs: u64 = c.stacks.stats.iter().map(|s| s.infos.alloc.count).sum();
+    assert_eq!(allocs, 10, "allocations charged to the child's stacks");
+    let t = c.call_totals();
+    assert_eq!((t.malloc.count, t.malloc.sum), (10, 640));
+    assert_eq!((t.realloc.count, t.free.count), (1, 3 + 500));
+    for (f, l) in [("parent_alloc", "parent"), ("worker", "worker")] {
+        assert_eq!(site(&c, f, line(l)).stacks, 0, "{f} in the child");
+    }
+    assert_eq!(ext.peak_requested, 640, "the child's own peak");
+    assert_eq!(c.threads.len(), 1, "threads: {:?}", c.threads);
+    assert_eq!(c.globals.max_thread_count, 1);
+    assert_eq!(ext.forked_from, Some(pext.pid));
+    assert_eq!(ext.ppid, pext.pid);
+    assert_eq!(ext.exit.code, Some(0));
+    assert_eq!(ext.unknown_frees, 0);
+    let inh = ext.inherited.expect("inherited blocks");
+    assert_eq!((inh.freed, inh.freed_bytes), (501, 501 * 100), "{inh:?}");
+    // The rest of the parent's blocks (and the runtime's) are no leak of the
+    // child's: its leaks are its 7 blocks.
+    assert!(inh.alive >= 499 + 5, "{inh:?}");
+    let leaks: u64 = c.leaks.iter().map(|l| l.count).sum();
+    let alive: u64 = c.leaks.iter().map(|l| l.memory).sum();
+    assert_eq!((leaks, alive), (7, 7 * 64), "{:?}", c.leaks);
+    // The child's run starts at the fork.
+    assert!(
+        c.run.runtime < parent.run.runtime,
+        "{} {}",
+        c.run.runtime,
+        parent.run.runtime
+    );
+
+    // The parent's profile is its own.
+    let p = &parent;
+    assert_eq!(
+        site(p, "parent_alloc", line("parent")).alloc,
+        mms(1000, 100, 100, 100_000)
+    );
+    assert_eq!(site(p, "worker", line("worker")).alloc, mms(5, 50, 50, 250));
+    assert_eq!(site(p, "child_alloc", line("child")).stacks, 0);
+    assert_eq!(p.threads.len(), 2);
+    assert!(pext.peak_requested >= 100_250, "{}", pext.peak_requested);
+    assert_eq!(pext.forked_from, None);
+    assert_eq!(pext.inherited, None);
+    assert_eq!(pext.exit.code, Some(0));
 }
 
 /// `tests/programs/daemon.c`, built in a scratch folder `tag`.

@@ -115,6 +115,54 @@ pub fn resolve() {
     RESOLVED.store(1, Ordering::Release);
 }
 
+/// The path of the object that defines the `malloc` found above, as the
+/// loader names it (a preloaded jemalloc, or glibc); set once at start
+/// (`note_allocator`), read when the dump is written.
+static ALLOCATOR: core::sync::atomic::AtomicPtr<alloc::vec::Vec<u8>> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// Asks the loader which object defines the real `malloc` (`dladdr`, which
+/// takes the loader's lock: once, at start, never on an event's path).
+pub fn note_allocator() {
+    let p = REAL.malloc.load(Ordering::Acquire);
+    if p == 0 || !ALLOCATOR.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    // SAFETY: a zeroed Dl_info is valid; dladdr fills it for an address.
+    let path = unsafe {
+        let mut info: libc::Dl_info = core::mem::zeroed();
+        if libc::dladdr(p as *const c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return;
+        }
+        core::ffi::CStr::from_ptr(info.dli_fname)
+            .to_bytes()
+            .to_vec()
+    };
+    let b = alloc::boxed::Box::into_raw(alloc::boxed::Box::new(path));
+    if ALLOCATOR
+        .compare_exchange(
+            core::ptr::null_mut(),
+            b,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        // SAFETY: ours, never published.
+        drop(unsafe { alloc::boxed::Box::from_raw(b) });
+    }
+}
+
+/// See `note_allocator`; empty when unknown.
+pub fn allocator() -> &'static [u8] {
+    let p = ALLOCATOR.load(Ordering::Acquire);
+    if p.is_null() {
+        return &[];
+    }
+    // SAFETY: published once in `note_allocator` and never freed.
+    unsafe { &*p }
+}
+
 macro_rules! getter {
     ($name:ident, $field:ident, $ty:ty) => {
         /// The real function, resolving on first use; None while resolving.

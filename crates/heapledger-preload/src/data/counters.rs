@@ -74,6 +74,22 @@ pub fn move_level(delta: i64, now: u64) -> Move {
     m
 }
 
+/// In a forked child, which counts from the fork: the process's level,
+/// peak and their times, the unrecorded events, and every stack's shared
+/// bytes alive and maximum go back to 0 (the threads' own counters are
+/// emptied by `thread::life::start_afresh`).
+pub fn forked() {
+    level::reset();
+    PEAK_TICKS.store(0, Ordering::Relaxed);
+    PEAK_TIMED.store(0, Ordering::Relaxed);
+    UNRECORDED.store(0, Ordering::Relaxed);
+    for id in 0..stacks::count() {
+        let e = stacks::entry(id);
+        e.alive.store(0, Ordering::Relaxed);
+        e.max_alive.store(0, Ordering::Relaxed);
+    }
+}
+
 #[derive(Clone, Copy, Default)]
 pub struct PerStack {
     pub t: Totals,

@@ -157,6 +157,33 @@ fn take_live(p: u64) -> Option<live::Entry> {
     live::remove(p)
 }
 
+/// A freed block that is not in the live table: in a forked child, a
+/// block inherited from the parent (forgotten, and counted apart: see
+/// `live::inherited`), else a block never seen (counted as such unless
+/// sampling, where most blocks are not in the table). Its size, if known.
+#[cold]
+#[inline(never)]
+fn not_live(st: &mut ThreadState, p: u64) -> u64 {
+    let sampling = st.sampler.is_some();
+    if sampling && !sampler::maybe(p) {
+        return 0;
+    }
+    match live::inherited::take(p) {
+        Some(e) => {
+            if sampling {
+                sampler::unmark(p);
+            }
+            e.size
+        }
+        None => {
+            if !sampling {
+                st.unknown_frees += 1;
+            }
+            0
+        }
+    }
+}
+
 /// Charges a released block to the stack that allocated it.
 #[inline(always)]
 fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
@@ -272,8 +299,7 @@ fn free_body(t: &Tls, p: *mut c_void) {
                 size = e.size;
                 on_release(st, &e, c.t0);
             }
-            None if st.sampler.is_none() => st.unknown_frees += 1,
-            None => {}
+            None => size = not_live(st, p as u64),
         }
     }
     fwd(p);
@@ -342,11 +368,11 @@ fn realloc_body(t: &Tls, p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         count_call(st, calls, AllocFn::Realloc, 0, dt);
         return q;
     }
-    let old_size = old.map_or(0, |e| e.size);
+    let mut old_size = old.map_or(0, |e| e.size);
     if let Some(e) = old {
         on_release(st, &e, t0);
-    } else if !p.is_null() && st.sampler.is_none() {
-        st.unknown_frees += 1;
+    } else if !p.is_null() {
+        old_size = not_live(st, p as u64);
     }
     if q.is_null() {
         // realloc(p, 0) freed p.

@@ -16,7 +16,8 @@
 //! - `mmap.rs`: mmap, munmap, mremap;
 //! - `dl.rs`: dlopen, dlclose;
 //! - `pthread.rs`: pthread_getattr_np;
-//! - `signal_exit.rs`: _exit, _Exit, sigaltstack, sigaction, signal.
+//! - `signal_exit.rs`: _exit, _Exit, sigaltstack, sigaction, signal;
+//! - `main.rs`: __libc_start_main, for the exit status.
 
 #[macro_use]
 mod trampoline;
@@ -25,6 +26,7 @@ mod alloc;
 mod dl;
 mod enter;
 mod lean;
+mod main;
 mod mmap;
 mod pthread;
 mod signal_exit;

@@ -3,13 +3,14 @@
 //! fatal-signal handlers stay invisible to the program.
 
 use crate::base::real;
-use crate::process::{dump, signals};
+use crate::process::{dump, end, signals};
 use crate::thread::{altstack, tls};
 use core::ffi::c_int;
 
 /// Writes the profile, then leaves through the real function (or the
 /// system call, if it could not be found).
 fn exit_after_dump(real: Option<real::ExitFn>, code: c_int) -> ! {
+    end::exited(code);
     dump::write("_exit");
     match real {
         // SAFETY: the real _exit or _Exit.

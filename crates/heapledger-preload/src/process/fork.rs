@@ -1,7 +1,11 @@
 //! fork(): the child must not inherit a lock held by another thread, so every
 //! lock of the recorder is taken before the fork and released on both sides.
-//! The child keeps a copy of the parent's history up to the fork and writes
-//! its own profile (or stops recording when children are not followed).
+//! The child writes its own profile (or stops recording when children are
+//! not followed), which holds what the child did: it counts from the fork,
+//! as if it had started recording there (its counters, peak and threads
+//! start from zero; its start time is the fork's), the blocks it inherited
+//! are counted apart (`data::live::inherited`), and its dump names the
+//! process it forked from (`FORKED_FROM`).
 //!
 //! A fork from a signal handler may find a lock held by the forking thread
 //! itself: a hook that the signal interrupted took it, and releases it when
@@ -10,12 +14,17 @@
 //! sides. (glibc takes no allocator lock to fork a single-threaded process,
 //! so such a program forks from a handler safely without heapledger.)
 
+use crate::base::clock;
 use crate::base::sync::RawSpin;
 use crate::base::{arena, config, phase};
-use crate::data::{live, modules, stacks};
-use crate::process::dump;
+use crate::data::{counters, live, modules, stacks};
+use crate::process::{dump, end};
 use crate::thread::{life, side, state};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// In a recorded child: the pid of the process it forked from (0: it was
+/// not forked from a recorded process, or it execs a new program since).
+pub static FORKED_FROM: AtomicU32 = AtomicU32::new(0);
 
 /// Every lock of the recorder, in the order they are taken.
 fn locks() -> impl Iterator<Item = &'static RawSpin> {
@@ -29,10 +38,14 @@ fn locks() -> impl Iterator<Item = &'static RawSpin> {
     ]
     .into_iter()
     .chain(live::SHARD_TABLE.iter().map(|s| s.0.raw()))
-    .chain([state::ORPHAN.raw(), arena::ARENA_LOCK.raw()])
+    .chain([
+        state::ORPHAN.raw(),
+        live::inherited::INHERITED.raw(),
+        arena::ARENA_LOCK.raw(),
+    ])
 }
 
-const LOCKS: usize = 6 + live::SHARD_TABLE.len() + 2;
+const LOCKS: usize = 6 + live::SHARD_TABLE.len() + 3;
 
 /// Locks `prepare` left to a frame below it on the forking thread, by their
 /// place in `locks()`.
@@ -79,16 +92,26 @@ unsafe extern "C" fn child() {
     dump::forked();
     life::forked();
     // SAFETY: no preconditions.
-    phase::OWNER_PID.store(
-        unsafe { libc::getpid() },
-        core::sync::atomic::Ordering::Relaxed,
-    );
+    let pid = unsafe { libc::getpid() };
+    let parent = phase::OWNER_PID.swap(pid, Ordering::Relaxed);
     if !config::get().follow {
         dump::forget();
         phase::set(phase::State::Off);
     } else if phase::get() == phase::State::Recording {
+        start_afresh(parent);
         dump::reserve();
     }
+}
+
+/// The child counts from the fork (see the top of this file).
+fn start_afresh(parent: i32) {
+    phase::START_TICKS.store(clock::ticks(), Ordering::Relaxed);
+    phase::START_NS.store(clock::now_ns(), Ordering::Relaxed);
+    live::inherited::inherit();
+    life::start_afresh();
+    counters::forked();
+    end::forked();
+    FORKED_FROM.store(parent as u32, Ordering::Relaxed);
 }
 
 pub fn install() {

@@ -20,7 +20,7 @@
 //! recorder: five times in six for `timeout` on a malloc loop.
 
 use crate::base::{phase, real};
-use crate::process::dump;
+use crate::process::{dump, end};
 use crate::thread::tls;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -90,6 +90,7 @@ extern "C" fn on_fatal(sig: c_int) {
         unsafe { libc::write(2, msg.as_ptr() as *const _, msg.len()) };
     } else {
         forget(sig);
+        end::signalled(sig);
         dump::write("signal");
     }
     die_of(sig);
@@ -113,6 +114,7 @@ pub fn deferred() {
         return;
     }
     forget(sig);
+    end::signalled(sig);
     dump::write("signal");
     die_of(sig);
 }

@@ -253,6 +253,41 @@ pub fn forked() {
     }
 }
 
+/// In a forked child that is recorded: it counts from the fork, as if it
+/// had started there. Its one thread, the one that forked, keeps its state
+/// with its counters emptied, as thread 0; the other threads' states
+/// (their threads are not in the child), the retired, ended and orphan
+/// states go. The states left out stay allocated, unused (a state is never
+/// freed: see `for_each_state`). Called with no lock held and one thread.
+pub fn start_afresh() {
+    let t = tls();
+    let s = t.state.get();
+    let mut reg = REGISTRY.lock();
+    reg.head = null_mut();
+    reg.alive = 0;
+    if is_live(s) {
+        // SAFETY: this thread's own state; no other thread exists.
+        let st = unsafe { &mut *s };
+        st.forget_counts();
+        st.number = 0;
+        st.next = null_mut();
+        st.ended_next = null_mut();
+        reg.head = s;
+        reg.alive = 1;
+        // The lean paths' counts, from the sample point they were at.
+        t.reset_lean(t.left.get());
+    }
+    reg.max_alive = reg.alive;
+    reg.next_number = reg.alive;
+    reg.retired = None;
+    reg.folded = None;
+    reg.ended_head = null_mut();
+    reg.ended_tail = null_mut();
+    reg.ended = 0;
+    drop(reg);
+    *ORPHAN.lock() = None;
+}
+
 pub fn init_key() {
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: on_thread_exit has the destructor signature.

@@ -170,6 +170,20 @@ impl ThreadState {
     }
 }
 
+impl ThreadState {
+    /// Empties the counters (not the unwinder, nor the sampler's and the
+    /// timing's countdowns): a forked child counts from the fork.
+    pub(super) fn forget_counts(&mut self) {
+        self.stats = [(0, 0, 0); AllocFn::COUNT];
+        self.mem_ops = 0;
+        self.stacks = StackMap::new();
+        self.sizes = SizeHistogram::new();
+        self.jumps = Histogram::new();
+        self.unknown_frees = 0;
+        self.truncated = 0;
+    }
+}
+
 pub(super) fn add_lean(stats: &mut [(u64, u64, u64); AllocFn::COUNT], ops: &mut u64, t: &Tls) {
     let (mallocs, bytes, frees) = t.lean_counts();
     let m = &mut stats[AllocFn::Malloc as usize];

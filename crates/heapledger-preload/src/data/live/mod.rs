@@ -20,8 +20,10 @@
 //!
 //! - `mod.rs`: the shards, and the young blocks before them;
 //! - `table.rs`: a shard's two open-addressing tables;
-//! - `records.rs`: slots, and the records of the entries a slot cannot hold.
+//! - `records.rs`: slots, and the records of the entries a slot cannot hold;
+//! - `inherited.rs`: in a forked child, the blocks of its parent.
 
+pub mod inherited;
 mod records;
 mod table;
 

@@ -219,6 +219,7 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
             e.u(b);
         }
     }
+    super::about::encode(e);
     let max_threads = state::REGISTRY
         .try_lock_for(1000)
         .map_or(0, |r| r.max_alive);

@@ -6,6 +6,7 @@
 //! - `encode.rs`: what it holds;
 //! - `file.rs`: the file it goes to, reserved when recording starts.
 
+mod about;
 mod encode;
 use crate::base::sync;
 use encode::encode;
