@@ -132,6 +132,9 @@ pub struct Recording {
     /// was busy on the same thread (a signal handler's, or every call after
     /// a handler jumped out of the recorder).
     pub unrecorded: u64,
+    /// How recording degraded when memory ran out, in one line (None: it
+    /// did not).
+    pub degraded: Option<String>,
 }
 
 /// Every figure of the summary.
@@ -321,9 +324,44 @@ impl Summary {
                     .as_ref()
                     .map(|u| (u.functions.clone(), u.by.clone())),
                 unrecorded: e.unrecorded_events,
+                degraded: e.degraded.as_ref().map(|d| degraded_line(d, tps)),
             }),
         }
     }
+}
+
+/// "Recording degraded: ..." (see `HeapledgerExt::degraded`).
+fn degraded_line(d: &heapledger_profile::Degraded, tps: u64) -> String {
+    let at = |t: u64| {
+        ticks_to_seconds(t, tps).map_or_else(String::new, |s| format!(" at {}", format_seconds(s)))
+    };
+    let why = |cause: &str| {
+        match cause {
+        heapledger_profile::degrade_cause::PROGRAM_MEMORY => format!(
+            "an allocation of the program failed; the recorder gave back {} of its tables and the call was made again",
+            format_bytes(d.released_bytes)
+        ),
+        _ => "the recorder could not get memory".to_owned(),
+    }
+    };
+    let mut parts = Vec::new();
+    if let Some(s) = &d.stacks_stopped {
+        parts.push(format!(
+            "stacks stopped{} ({}); {} after that charged to no stack",
+            at(s.time),
+            why(&s.cause),
+            plural(d.allocations_without_stack, "allocation", "allocations")
+        ));
+    }
+    if let Some(s) = &d.recording_stopped {
+        parts.push(format!(
+            "recording stopped{} ({}); {} after that not recorded",
+            at(s.time),
+            why(&s.cause),
+            plural(d.calls_not_recorded, "allocator call", "allocator calls")
+        ));
+    }
+    format!("Recording degraded: {}", parts.join("; "))
 }
 
 /// The printed form of one address. A frame without a function name is
@@ -703,6 +741,9 @@ impl fmt::Display for Summary {
             }
         }
         table(f, "", &head, 0)?;
+        if let Some(line) = self.recording.as_ref().and_then(|r| r.degraded.as_ref()) {
+            writeln!(f, "{line}")?;
+        }
 
         writeln!(f)?;
         if self.calls.is_empty() {

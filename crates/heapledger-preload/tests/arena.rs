@@ -8,11 +8,15 @@
 
 #[path = "../src/base/arena.rs"]
 mod arena;
+#[path = "../src/base/clock.rs"]
+mod clock;
+#[path = "../src/base/degrade.rs"]
+mod degrade;
 #[path = "../src/base/sync.rs"]
 mod sync;
 /// The recorder's layout, for the paths inside (`crate::base::sync`).
 mod base {
-    pub(crate) use super::sync;
+    pub(crate) use super::{clock, degrade, sync};
 }
 
 use arena::{Arena, INTERNAL_BYTES};

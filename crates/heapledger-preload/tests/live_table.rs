@@ -12,9 +12,13 @@ mod arena;
 mod live;
 #[path = "../src/base/sync.rs"]
 mod sync;
+#[path = "../src/base/clock.rs"]
+mod clock;
+#[path = "../src/base/degrade.rs"]
+mod degrade;
 /// The recorder's layout, for the paths inside (`crate::base::sync`).
 mod base {
-    pub(crate) use super::{arena, sync};
+    pub(crate) use super::{arena, clock, degrade, sync};
 }
 
 use live::{Entry, Table};

@@ -111,6 +111,56 @@ pub struct HeapledgerExt {
     /// missing from the profile. None when there were none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unhooked: Option<Unhooked>,
+    /// The recorder degraded because memory ran out: what it stopped, when
+    /// and why. None (no key) when it recorded to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<Degraded>,
+}
+
+/// See [`HeapledgerExt::degraded`]. Where memory runs out, the recorder
+/// first stops taking stacks (allocations are charged to the empty stack),
+/// then stops recording (every call is passed on unrecorded); the program
+/// runs on. Every figure of the profile stops where the step says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Degraded {
+    /// Stacks stopped before recording did (no key: they stopped with it,
+    /// or not at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks_stopped: Option<DegradeStep>,
+    /// Recording stopped (no key: it did not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording_stopped: Option<DegradeStep>,
+    /// Allocations charged to the empty stack because stacks had stopped.
+    #[serde(default)]
+    pub allocations_without_stack: u64,
+    /// Allocator calls passed on unrecorded because recording had stopped.
+    #[serde(default)]
+    pub calls_not_recorded: u64,
+    /// Bytes of its tables the recorder gave back to the program when it
+    /// stopped.
+    #[serde(default)]
+    pub released_bytes: u64,
+}
+
+/// One step of [`Degraded`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DegradeStep {
+    /// When, in ticks since the start of the run (see `globals.ticksPerSecond`).
+    pub time: u64,
+    /// Why: [`degrade_cause::RECORDER_MEMORY`] or
+    /// [`degrade_cause::PROGRAM_MEMORY`].
+    pub cause: String,
+}
+
+/// Why the recorder degraded ([`DegradeStep::cause`]).
+pub mod degrade_cause {
+    /// The recorder could not get memory for its own tables.
+    pub const RECORDER_MEMORY: &str = "recorderMemory";
+    /// An allocation of the program failed while the recorder held memory:
+    /// it stopped and gave its tables back, and the call was made again.
+    pub const PROGRAM_MEMORY: &str = "programMemory";
 }
 
 /// See [`HeapledgerExt::inherited`]. Freeing an inherited block is a call
@@ -165,6 +215,7 @@ impl HeapledgerExt {
             unrecorded_events: 0,
             unknown_frees: 0,
             unhooked: None,
+            degraded: None,
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct Dump {
     /// executable).
     pub unhooked: Vec<String>,
     pub unhooked_by: String,
+    /// How the recorder degraded, where it did ([`Tag::Degraded`]).
+    pub degraded: Option<Degraded>,
     /// Set when the process was forked from another ([`Tag::Forked`]).
     pub forked: Option<Forked>,
     /// How the process ended, when the recorder saw it ([`Tag::Exit`]).
@@ -351,6 +353,17 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     internal_peak: r.u()?,
                 }
             }
+            Tag::Degraded => {
+                d.degraded = Some(Degraded {
+                    stacks_cause: r.u()?,
+                    stacks_ticks: r.u()?,
+                    stopped_cause: r.u()?,
+                    stopped_ticks: r.u()?,
+                    allocs_without_stack: r.u()?,
+                    calls_not_recorded: r.u()?,
+                    released_bytes: r.u()?,
+                })
+            }
             Tag::Unhooked => {
                 d.unhooked = r
                     .bytes()?
@@ -452,6 +465,15 @@ mod tests {
         e.tag(Tag::Unhooked);
         e.bytes(b"malloc\0free\0");
         e.bytes(b"");
+        e.degraded(&Degraded {
+            stacks_cause: 1,
+            stacks_ticks: 100,
+            stopped_cause: 2,
+            stopped_ticks: 300,
+            allocs_without_stack: 5,
+            calls_not_recorded: 1 << 40,
+            released_bytes: 4096,
+        });
         e.forked(&Forked {
             parent: 41,
             inherited_alive: 3,
@@ -508,6 +530,28 @@ mod tests {
         assert_eq!(d.globals.peak_requested, 10);
         assert_eq!(d.unhooked, vec!["malloc", "free"]);
         assert_eq!(d.unhooked_by, "");
+        let g = d.degraded.unwrap();
+        assert_eq!(
+            (
+                g.stacks_cause,
+                g.stacks_ticks,
+                g.stopped_cause,
+                g.stopped_ticks
+            ),
+            (1, 100, 2, 300)
+        );
+        assert_eq!(
+            (
+                g.allocs_without_stack,
+                g.calls_not_recorded,
+                g.released_bytes
+            ),
+            (5, 1 << 40, 4096)
+        );
+        assert_eq!(
+            DegradeCause::from_u64(g.stopped_cause),
+            Some(DegradeCause::ProgramMemory)
+        );
         let f = d.forked.unwrap();
         assert_eq!(
             (f.parent, f.inherited_alive, f.inherited_freed_bytes),

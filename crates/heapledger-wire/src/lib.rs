@@ -207,6 +207,9 @@ pub enum Tag {
     /// into one row: how many, then mem ops and the per-[`AllocFn`] triples
     /// as in [`Tag::Thread`]
     EndedThreads = 12,
+    /// the recorder degraded because it could not get memory: see
+    /// [`Degraded`], whose fields follow in its order
+    Degraded = 13,
     /// the process was forked from another and counts from the fork:
     /// the parent's pid, the blocks inherited from it still alive at the
     /// end (count, bytes), and those the process freed (count, bytes)
@@ -237,6 +240,7 @@ impl Tag {
             10 => Tag::Globals,
             11 => Tag::Unhooked,
             12 => Tag::EndedThreads,
+            13 => Tag::Degraded,
             14 => Tag::Forked,
             15 => Tag::Exit,
             16 => Tag::Allocator,
@@ -412,6 +416,51 @@ impl Ending {
     }
 }
 
+/// How the recorder degraded when memory ran out, written after
+/// [`Tag::Degraded`] in this order (the record is absent where it did not).
+/// First it stops taking stacks (allocations are charged to the empty
+/// stack), then it stops recording (every call is forwarded unrecorded).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Degraded {
+    /// Why stacks stopped before recording did ([`DegradeCause`] as a
+    /// number; 0: they did not stop on their own, only with recording).
+    pub stacks_cause: u64,
+    /// Ticks since start when stacks stopped.
+    pub stacks_ticks: u64,
+    /// Why recording stopped ([`DegradeCause`] as a number; 0: it did not).
+    pub stopped_cause: u64,
+    /// Ticks since start when recording stopped.
+    pub stopped_ticks: u64,
+    /// Allocations charged to the empty stack after stacks stopped (before
+    /// recording stopped).
+    pub allocs_without_stack: u64,
+    /// Calls of the allocator forwarded unrecorded after recording stopped.
+    pub calls_not_recorded: u64,
+    /// Bytes of its tables the recorder gave back when it stopped.
+    pub released_bytes: u64,
+}
+
+/// Why the recorder degraded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DegradeCause {
+    /// The recorder could not get memory for its own tables.
+    RecorderMemory = 1,
+    /// The program's allocation failed while the recorder held memory: the
+    /// recorder stopped, gave its tables back, and the call was tried again.
+    ProgramMemory = 2,
+}
+
+impl DegradeCause {
+    pub fn from_u64(v: u64) -> Option<DegradeCause> {
+        match v {
+            1 => Some(DegradeCause::RecorderMemory),
+            2 => Some(DegradeCause::ProgramMemory),
+            _ => None,
+        }
+    }
+}
+
 /// Where encoded bytes go.
 pub trait Sink {
     fn put(&mut self, bytes: &[u8]);
@@ -525,6 +574,21 @@ impl<S: Sink> Encoder<S> {
         self.tag(Tag::Exit);
         self.u(kind);
         self.u(value);
+    }
+
+    pub fn degraded(&mut self, g: &Degraded) {
+        self.tag(Tag::Degraded);
+        for v in [
+            g.stacks_cause,
+            g.stacks_ticks,
+            g.stopped_cause,
+            g.stopped_ticks,
+            g.allocs_without_stack,
+            g.calls_not_recorded,
+            g.released_bytes,
+        ] {
+            self.u(v);
+        }
     }
 
     pub fn globals(&mut self, g: &Globals) {

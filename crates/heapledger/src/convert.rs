@@ -447,10 +447,33 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             d.unhooked_by.clone()
         },
     });
+    ext.degraded = d.degraded.as_ref().map(degraded);
     p.heapledger = Some(ext);
     p.heapledger.as_mut().unwrap().runtime_leaks = mp::runtime::classify_leaks(&p);
     p.fill_malt_totals();
     p
+}
+
+/// The profile's account of how the recorder degraded (`Tag::Degraded`).
+fn degraded(d: &heapledger_wire::Degraded) -> mp::Degraded {
+    use heapledger_wire::DegradeCause;
+    let step = |cause: u64, time: u64| {
+        let cause = match DegradeCause::from_u64(cause)? {
+            DegradeCause::RecorderMemory => mp::degrade_cause::RECORDER_MEMORY,
+            DegradeCause::ProgramMemory => mp::degrade_cause::PROGRAM_MEMORY,
+        };
+        Some(mp::DegradeStep {
+            time,
+            cause: cause.to_owned(),
+        })
+    };
+    mp::Degraded {
+        stacks_stopped: step(d.stacks_cause, d.stacks_ticks),
+        recording_stopped: step(d.stopped_cause, d.stopped_ticks),
+        allocations_without_stack: d.allocs_without_stack,
+        calls_not_recorded: d.calls_not_recorded,
+        released_bytes: d.released_bytes,
+    }
 }
 
 /// The command line as a shell would take it back: each argument as is

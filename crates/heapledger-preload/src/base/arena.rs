@@ -5,12 +5,21 @@
 //! the dump buffer) and backs the recorder's tables. Size classes are powers
 //! of two with free lists; anything over 32 KiB is its own mapping. The lock
 //! is only taken off the per-event path (table growth, thread start, dlopen).
+//!
+//! Where the kernel refuses a mapping (the program's `RLIMIT_AS`, or no
+//! address space left), the allocator does not try again: it stops the
+//! recording (`degrade`) and serves the request from a small reserve mapped
+//! at start-up, kept for the profile written at exit, so that no
+//! collection of the recorder's ends in Rust's allocation error handler
+//! (an abort). The growth of the large tables asks with `try_reserve` and
+//! copes with a refusal.
 
+use crate::base::degrade;
 use crate::base::sync;
 use crate::base::sync::SpinLock;
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Bytes mapped by the recorder for itself, now and at most.
 pub static INTERNAL_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -24,6 +33,65 @@ fn mapped(len: u64) {
 
 const CLASSES: usize = 12; // 16 B .. 32 KiB
 const CHUNK: usize = 256 * 1024;
+
+/// The reserve's size: what the profile written at exit needs when no
+/// memory can be had (its 64 KiB buffer, /proc/self/maps, the merged
+/// counters of a few thousand stacks), and what the hooks running at that
+/// moment ask for. It counts against the program's `RLIMIT_AS`
+/// (docs/recorder.md).
+pub const RESERVE: usize = 1 << 20;
+/// A chunk of the size classes taken from the reserve.
+const RESERVE_CHUNK: usize = 64 * 1024;
+
+/// The reserve: its next free byte and its end (0 until it is mapped).
+static RESERVE_NEXT: AtomicUsize = AtomicUsize::new(0);
+static RESERVE_END: AtomicUsize = AtomicUsize::new(0);
+
+/// Maps the reserve, once (when recording starts).
+pub fn keep_reserve() {
+    if RESERVE_END.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    let p = map(RESERVE);
+    if !p.is_null() {
+        RESERVE_NEXT.store(p as usize, Ordering::Relaxed);
+        RESERVE_END.store(p as usize + RESERVE, Ordering::Release);
+    }
+}
+
+/// `len` bytes (a page multiple) of the reserve, or null when it has not
+/// so much left.
+fn from_reserve(len: usize) -> *mut u8 {
+    let end = RESERVE_END.load(Ordering::Acquire);
+    let mut next = RESERVE_NEXT.load(Ordering::Relaxed);
+    loop {
+        if next == 0 || next + len > end {
+            return null_mut();
+        }
+        match RESERVE_NEXT.compare_exchange_weak(
+            next,
+            next + len,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return next as *mut u8,
+            Err(now) => next = now,
+        }
+    }
+}
+
+/// A mapping of `len` bytes (a page multiple) for the global allocator: a
+/// new one, or where the kernel refuses, a part of the reserve, recording
+/// stopped. Parts of the reserve are given back like mappings (`unmap` of
+/// part of a mapping is allowed), and counted as such.
+fn map_or_reserve(len: usize) -> *mut u8 {
+    let p = map(len);
+    if !p.is_null() {
+        return p;
+    }
+    degrade::stop(degrade::Cause::RecorderMemory);
+    from_reserve(len)
+}
 
 pub struct Classes {
     free: [*mut FreeBlock; CLASSES],
@@ -166,14 +234,14 @@ unsafe impl GlobalAlloc for Arena {
             if layout.align() > 4096 {
                 return null_mut();
             }
-            return map(page_round(layout.size()));
+            return map_or_reserve(page_round(layout.size()));
         };
         let size = 16usize << c;
         let Some(mut g) = ARENA_LOCK.lock_unless_held_here() else {
             // A signal handler's call (writing the profile from `_exit`)
             // while a frame of this thread holds the lock below it: pages
             // of its own, which a later `dealloc` may put on a free list.
-            return map(page_round(size));
+            return map_or_reserve(page_round(size));
         };
         let head = g.free[c];
         if !head.is_null() {
@@ -185,13 +253,17 @@ unsafe impl GlobalAlloc for Arena {
         let align = size.min(4096);
         let mut p = ((g.bump as usize + align - 1) & !(align - 1)) as *mut u8;
         if g.bump.is_null() || p as usize + size > g.bump_end as usize {
-            let chunk = map(CHUNK);
+            let (mut chunk, mut len) = (map(CHUNK), CHUNK);
             if chunk.is_null() {
-                return null_mut();
+                degrade::stop(degrade::Cause::RecorderMemory);
+                (chunk, len) = (from_reserve(RESERVE_CHUNK), RESERVE_CHUNK);
+                if chunk.is_null() {
+                    return null_mut();
+                }
             }
             g.bump = chunk;
             // SAFETY: within the fresh mapping.
-            g.bump_end = unsafe { chunk.add(CHUNK) };
+            g.bump_end = unsafe { chunk.add(len) };
             p = chunk;
         }
         // SAFETY: p + size <= bump_end, checked above.
@@ -232,7 +304,11 @@ unsafe impl GlobalAlloc for Arena {
                 return ptr;
             }
             // SAFETY: `ptr` is a mapping of `old` bytes of ours (see `alloc`).
-            return unsafe { remap(ptr, old, new) };
+            let q = unsafe { remap(ptr, old, new) };
+            if !q.is_null() || new < old {
+                return q;
+            }
+            // Refused: a copy, from the reserve if need be.
         }
         // SAFETY: the caller's contract; both layouts have `align`.
         unsafe {

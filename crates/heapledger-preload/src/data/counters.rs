@@ -220,18 +220,20 @@ impl StackMap {
         }
     }
 
+    /// The counters of `id`, added if the thread has none yet; None when
+    /// memory for them ran out (the caller degrades: `base::degrade`).
     #[inline(always)]
-    pub fn get(&mut self, id: StackId) -> &mut PerStack {
+    pub fn get(&mut self, id: StackId) -> Option<&mut PerStack> {
         let key = id + 1;
         let r = id as usize % RECENT;
         let (k, at) = self.recent[r];
         if k == key {
             // SAFETY: `recent` holds only positions of `vals`, which never
             // shrinks; key 0 (never an id's) marks an empty entry.
-            return unsafe { self.vals.get_unchecked_mut(at as usize) };
+            return Some(unsafe { self.vals.get_unchecked_mut(at as usize) });
         }
-        if self.slots.is_empty() {
-            self.grow();
+        if self.slots.is_empty() && !self.grow() {
+            return None;
         }
         let mask = self.slots.len() - 1;
         let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
@@ -239,7 +241,7 @@ impl StackMap {
             let (k, at) = self.slots[i];
             if k == key {
                 self.recent[r] = (key, at);
-                return &mut self.vals[at as usize];
+                return Some(&mut self.vals[at as usize]);
             }
             if k == 0 {
                 break;
@@ -251,10 +253,16 @@ impl StackMap {
 
     /// Adds `id`, whose probe ended at the empty slot `i`.
     #[cold]
-    fn insert(&mut self, id: StackId, i: usize) -> &mut PerStack {
+    fn insert(&mut self, id: StackId, i: usize) -> Option<&mut PerStack> {
         if (self.vals.len() + 1) * 2 > self.slots.len() {
-            self.grow();
+            if !self.grow() {
+                return None;
+            }
             return self.get(id);
+        }
+        // Room first, so that a refusal leaves the map as it was.
+        if self.vals.try_reserve(1).is_err() || self.ids.try_reserve(1).is_err() {
+            return None;
         }
         let at = self.vals.len() as u32;
         self.slots[i] = (id + 1, at);
@@ -264,13 +272,17 @@ impl StackMap {
         });
         self.ids.push(id);
         self.recent[id as usize % RECENT] = (id + 1, at);
-        &mut self.vals[at as usize]
+        Some(&mut self.vals[at as usize])
     }
 
+    /// Doubles the index; false (the map as it was) when memory ran out.
     #[cold]
-    fn grow(&mut self) {
+    fn grow(&mut self) -> bool {
         let cap = (self.slots.len() * 2).max(64);
-        self.slots = alloc::vec![(0, 0); cap];
+        let Some(slots) = filled(cap, (0, 0)) else {
+            return false;
+        };
+        self.slots = slots;
         let mask = cap - 1;
         for (at, &id) in self.ids.iter().enumerate() {
             let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
@@ -279,11 +291,21 @@ impl StackMap {
             }
             self.slots[i] = (id + 1, at as u32);
         }
+        true
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (StackId, &PerStack)> {
         self.ids.iter().copied().zip(self.vals.iter())
     }
+}
+
+/// A vector of `n` copies of `v`, or None when memory ran out (where
+/// `vec![v; n]` would abort the program).
+fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).ok()?;
+    out.resize(n, v);
+    Some(out)
 }
 
 /// Counts of requested sizes: sizes up to 4 KiB in a direct array (the
@@ -326,11 +348,27 @@ impl SizeHistogram {
     #[inline(never)]
     fn add_paged(&mut self, size: usize, n: u64) {
         if self.pages.is_empty() {
+            if self.pages.try_reserve_exact(SIZE_PAGES).is_err() {
+                self.large.dropped += n;
+                return;
+            }
             self.pages.resize_with(SIZE_PAGES, || None);
         }
-        let page = self.pages[size / SIZE_PAGE]
-            .get_or_insert_with(|| alloc::boxed::Box::new([0; SIZE_PAGE]));
-        page[size % SIZE_PAGE] += n;
+        let slot = &mut self.pages[size / SIZE_PAGE];
+        if slot.is_none() {
+            // A page's worth of sizes; where memory ran out, the count is
+            // dropped, as a full table's.
+            // (`filled` reserves exactly: the boxed slice is not moved.)
+            let page = filled(SIZE_PAGE, 0u64).map(Vec::into_boxed_slice);
+            let Some(Ok(page)) = page.map(alloc::boxed::Box::<[u64; SIZE_PAGE]>::try_from) else {
+                self.large.dropped += n;
+                return;
+            };
+            *slot = Some(page);
+        }
+        if let Some(page) = slot {
+            page[size % SIZE_PAGE] += n;
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
@@ -380,8 +418,9 @@ impl Histogram {
 
     #[inline(always)]
     pub fn add(&mut self, key: (u64, u64), n: u64) {
-        if self.keys.is_empty() {
-            self.grow();
+        if self.keys.is_empty() && !self.grow() {
+            self.dropped += n;
+            return;
         }
         let mask = self.keys.len() - 1;
         let mut i = (key.0 ^ key.1.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize
@@ -399,11 +438,10 @@ impl Histogram {
             i = (i + 1) & mask;
         }
         if (self.len + 1) * 2 > self.keys.len() {
-            if self.keys.len() >= HIST_MAX * 2 {
+            if self.keys.len() >= HIST_MAX * 2 || !self.grow() {
                 self.dropped += n;
                 return;
             }
-            self.grow();
             return self.add(key, n);
         }
         self.keys[i] = key;
@@ -411,17 +449,23 @@ impl Histogram {
         self.len += 1;
     }
 
+    /// Doubles the table; false (the table as it was) when memory ran out.
     #[cold]
-    fn grow(&mut self) {
+    fn grow(&mut self) -> bool {
         let cap = (self.keys.len() * 2).max(64);
-        let keys = core::mem::replace(&mut self.keys, alloc::vec![(u64::MAX, 0); cap]);
-        let counts = core::mem::replace(&mut self.counts, alloc::vec![0; cap]);
+        let (Some(new_keys), Some(new_counts)) = (filled(cap, (u64::MAX, 0)), filled(cap, 0))
+        else {
+            return false;
+        };
+        let keys = core::mem::replace(&mut self.keys, new_keys);
+        let counts = core::mem::replace(&mut self.counts, new_counts);
         self.len = 0;
         for (k, c) in keys.into_iter().zip(counts) {
             if k.0 != u64::MAX {
                 self.add(k, c);
             }
         }
+        true
     }
 
     pub fn iter(&self) -> impl Iterator<Item = ((u64, u64), u64)> + '_ {

@@ -2,9 +2,9 @@
 //! paths do not take (`lean.rs`), and all of calloc, realloc,
 //! reallocarray, posix_memalign, aligned_alloc, memalign, valloc, pvalloc.
 
-use super::enter::{entered, may_enter, stack, unrecorded};
+use super::enter::{entered, give_back_for, may_enter, no_memory, stack, unrecorded};
 use crate::base::clock::{ticks, Clock};
-use crate::base::{config, real};
+use crate::base::{config, degrade, real};
 use crate::data::counters::{move_level, LIFETIME_ONE_IN};
 use crate::data::{live, sampler};
 use crate::thread::side;
@@ -79,9 +79,14 @@ fn on_alloc(
     };
     st.sizes.add(size as u64, cw);
     let id = stack(st, fp);
+    let Some(id) = with_counters(st, id) else {
+        return NOT_RECORDED;
+    };
     let lifetime_head = config::get().lifetime_head;
     let sampled = st.sampler.is_some();
-    let ps = st.stacks.get(id);
+    let Some(ps) = st.stacks.get(id) else {
+        return NOT_RECORDED;
+    };
     let head = ps.t.alloc.count < lifetime_head;
     ps.t.alloc.add_weighted(size as u64, cw, bw);
     if size == 0 {
@@ -94,7 +99,9 @@ fn on_alloc(
     // The level first: its move says where this event stands against the
     // peak, which the stack's share of the peak needs.
     let m = move_level(bw as i64, t0);
-    let ps = st.stacks.get(id);
+    let Some(ps) = st.stacks.get(id) else {
+        return NOT_RECORDED;
+    };
     let (weight, timed) = if stackless() {
         ps.alive += bw as i64;
         (if sampled { cw } else { 0 }, false)
@@ -118,14 +125,44 @@ fn on_alloc(
     } else if t0 == 0 {
         t0 = ticks();
     }
-    live::insert(live::Entry {
+    let kept = live::insert(live::Entry {
         addr: p as u64,
         size: size as u64,
         time: t0,
         stack: id,
         weight: weight.min(u32::MAX as u64) as u32,
     });
+    if !kept {
+        // No memory for the live blocks: recording stops (the tables are
+        // given back by the next call, outside this one's bookkeeping).
+        degrade::stop(degrade::Cause::RecorderMemory);
+    }
     id
+}
+
+/// `id`, or the empty stack where the thread has no memory for the
+/// counters of `id` (stacks stop), or None where it has none for those
+/// either (recording stops): after this, `stacks.get` finds the answer's
+/// counters without growing.
+#[inline(always)]
+fn with_counters(st: &mut ThreadState, id: u32) -> Option<u32> {
+    if st.stacks.get(id).is_some() {
+        return Some(id);
+    }
+    no_counters(st, id)
+}
+
+#[cold]
+#[inline(never)]
+fn no_counters(st: &mut ThreadState, id: u32) -> Option<u32> {
+    if id != 0 {
+        degrade::stop_stacks(degrade::Cause::RecorderMemory);
+        if st.stacks.get(0).is_some() {
+            return Some(0);
+        }
+    }
+    degrade::stop(degrade::Cause::RecorderMemory);
+    None
 }
 
 /// `on_alloc`'s answer when the block was not recorded (failed or not sampled).
@@ -191,7 +228,13 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         now = ticks();
     }
     let (cw, bw) = weights(e);
-    let ps = st.stacks.get(e.stack);
+    let Some(ps) = st.stacks.get(e.stack) else {
+        // No memory for this thread's counters of the stack: recording
+        // stops, and the block's bytes leave the process's level.
+        degrade::stop(degrade::Cause::RecorderMemory);
+        move_level(-(bw as i64), now);
+        return;
+    };
     ps.t.free.add_weighted(e.size, cw, bw);
     // A block without a time (`--stack none`, or not timed: see
     // `LIFETIME_HEAD`) has no lifetime, even when this free's own duration
@@ -202,7 +245,9 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         ps.t.lifetime.add_weighted(lt, lw, lt.saturating_mul(lw));
     }
     let m = move_level(-(bw as i64), now);
-    let ps = st.stacks.get(e.stack);
+    let Some(ps) = st.stacks.get(e.stack) else {
+        return;
+    };
     if stackless() {
         ps.alive -= bw as i64;
     } else {
@@ -228,7 +273,15 @@ macro_rules! alloc_hook {
             }
             let mut h = entered(t, true);
             let c = Clock::start(&mut h.st().calls);
-            let p = $call;
+            let mut p = $call;
+            if p.is_null() && no_memory() && give_back_for($size) {
+                // Recording stopped: the call is tried again, and counted,
+                // not recorded.
+                p = $call;
+                let calls = h.calls;
+                count_call(h.st(), calls, $f, $size as u64, c.duration());
+                return p;
+            }
             h.keep_errno();
             let dt = c.duration();
             let calls = h.calls;
@@ -352,7 +405,14 @@ fn realloc_body(t: &Tls, p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     } else {
         live::remove(p as u64)
     };
-    let q = fwd(p, size);
+    let mut q = fwd(p, size);
+    if q.is_null() && no_memory() && give_back_for(size) {
+        // Recording stopped: tried again, counted, not recorded.
+        q = fwd(p, size);
+        let calls = h.calls;
+        count_call(h.st(), calls, AllocFn::Realloc, size as u64, c.duration());
+        return q;
+    }
     let dt = c.duration();
     h.keep_errno();
     let calls = h.calls;
@@ -383,7 +443,9 @@ fn realloc_body(t: &Tls, p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     if id == NOT_RECORDED {
         return q;
     }
-    let ps = st.stacks.get(id);
+    let Some(ps) = st.stacks.get(id) else {
+        return q;
+    };
     ps.t.realloc_count += 1;
     ps.t.realloc_delta += size as i64 - old_size as i64;
     if !p.is_null() {
@@ -442,7 +504,19 @@ unsafe extern "C" fn posix_memalign_impl(
         }
         let mut h = entered(t, true);
         let c = Clock::start(&mut h.st().calls);
-        let r = call();
+        let mut r = call();
+        if r == libc::ENOMEM && give_back_for(size) {
+            r = call();
+            let calls = h.calls;
+            count_call(
+                h.st(),
+                calls,
+                AllocFn::PosixMemalign,
+                size as u64,
+                c.duration(),
+            );
+            return r;
+        }
         h.keep_errno();
         let dt = c.duration();
         // SAFETY: on success the real function stored the block in *out.

@@ -2,8 +2,9 @@
 //! released on drop; the orphan state for a thread with none; the count of
 //! events that could not be recorded; the stack of an event.
 
-use crate::base::phase;
+use crate::base::{arena, degrade, phase};
 use crate::data::counters::UNRECORDED;
+use crate::data::live;
 use crate::data::unwind::Capture;
 use crate::process::start;
 use crate::thread::state::{self, ThreadState};
@@ -64,10 +65,11 @@ fn enter_with(create: bool) -> Option<Hook> {
 }
 
 /// Whether a hook on this thread may record: not inside the recorder
-/// already, and the recorder running.
+/// already, the recorder running, and recording not stopped for want of
+/// memory (`base::degrade`).
 #[inline(always)]
 pub(super) fn may_enter(t: &Tls) -> bool {
-    !t.in_hook.get() && start::ready()
+    !t.in_hook.get() && start::ready() && !degrade::stopped()
 }
 
 /// `enter` once `may_enter` said yes. (Separate from it, so that the hot
@@ -123,21 +125,83 @@ pub(super) fn unrecorded() {
     // Never `start::ready()` here: during start-up the starting thread's own
     // nested calls land here, and ready() would wait for start-up to end.
     // Nor the recorder's own calls of C library functions that allocate.
-    if phase::get() == phase::State::Recording && !tls::tls().own_calls.get() {
-        UNRECORDED.fetch_add(1, Ordering::Relaxed);
+    let t = tls::tls();
+    if phase::get() == phase::State::Recording && !t.own_calls.get() {
+        if degrade::stopped() {
+            stopped_call(t);
+        } else {
+            UNRECORDED.fetch_add(1, Ordering::Relaxed);
+        }
     }
+}
+
+/// A call forwarded because recording stopped: counted, and the first one
+/// outside the recorder gives the live-block tables back (where the
+/// recorder stopped inside its own bookkeeping, with a shard's lock held,
+/// they could not be given back there).
+#[cold]
+#[inline(never)]
+fn stopped_call(t: &Tls) {
+    degrade::NOT_RECORDED.fetch_add(1, Ordering::Relaxed);
+    if !t.in_hook.get() {
+        live::release();
+    }
+}
+
+/// Whether `errno` says the system had no memory (what a failed
+/// allocation of the malloc family sets, besides EINVAL for a bad
+/// alignment).
+#[inline(always)]
+pub(super) fn no_memory() -> bool {
+    // SAFETY: errno's location is valid.
+    unsafe { *libc::__errno_location() == libc::ENOMEM }
+}
+
+/// Where the program's allocation of `size` bytes failed for want of
+/// memory while the recorder holds at least that much: stops recording and
+/// gives the live-block tables back, so that the call, tried again, fails
+/// only where it would have failed without the recorder. True when the
+/// call should be tried again. Called inside a hook, holding no shard's
+/// lock; `errno` is kept (the unmapping saves it).
+#[cold]
+#[inline(never)]
+pub(super) fn give_back_for(size: usize) -> bool {
+    if size == 0
+        || degrade::stopped()
+        || arena::INTERNAL_BYTES.load(Ordering::Relaxed) < size as u64
+    {
+        return false;
+    }
+    degrade::stop(degrade::Cause::ProgramMemory);
+    live::release();
+    true
 }
 
 #[inline(always)]
 pub(super) fn stack(st: &mut ThreadState, fp: u64) -> u32 {
     match st.unwind.as_mut() {
+        Some(_) if degrade::no_stacks() => {
+            degrade::WITHOUT_STACK.fetch_add(1, Ordering::Relaxed);
+            0
+        }
         Some(u) => match u.capture(fp) {
             Some(Capture { id, truncated }) => {
                 st.truncated += truncated as u64;
                 id
             }
-            None => 0,
+            None => no_stack(),
         },
         None => 0,
     }
+}
+
+/// A stack that could not be kept: the stack table had no memory for it
+/// (or the unwinder none for its walk). Stacks stop; this allocation is
+/// the empty stack's.
+#[cold]
+#[inline(never)]
+fn no_stack() -> u32 {
+    degrade::stop_stacks(degrade::Cause::RecorderMemory);
+    degrade::WITHOUT_STACK.fetch_add(1, Ordering::Relaxed);
+    0
 }

@@ -1,7 +1,7 @@
 //! mmap, munmap and mremap: the bytes mapped and unmapped, per stack.
 
 use super::enter::{enter, stack};
-use crate::base::real;
+use crate::base::{degrade, real};
 use crate::thread::side;
 use core::ffi::{c_int, c_void};
 
@@ -15,7 +15,10 @@ fn on_map(fp: u64, len: usize, unmap: bool) {
         let Some(mut h) = enter() else { return };
         let st = h.st();
         let id = stack(st, fp);
-        let ps = st.stacks.get(id);
+        let Some(ps) = st.stacks.get(id) else {
+            degrade::stop(degrade::Cause::RecorderMemory);
+            return;
+        };
         if unmap {
             ps.t.munmap.add(len as u64);
         } else {

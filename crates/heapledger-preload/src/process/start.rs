@@ -3,7 +3,7 @@
 
 use crate::base::clock;
 use crate::base::phase::{get, set, State, OWNER_PID, START_NS, START_TICKS, STATE};
-use crate::base::{config, real};
+use crate::base::{arena, config, real};
 use crate::data::{modules, sampler, stacks};
 use crate::process::{dump, fork, signals, unhooked};
 use crate::thread::{altstack, life, tls};
@@ -62,6 +62,7 @@ fn start() -> bool {
     START_TICKS.store(clock::ticks(), Ordering::Relaxed);
     START_NS.store(clock::now_ns(), Ordering::Relaxed);
     if on {
+        arena::keep_reserve();
         real::note_allocator();
         unhooked::find_unhooked();
         stacks::init();

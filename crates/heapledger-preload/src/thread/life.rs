@@ -62,7 +62,11 @@ fn retire(st: *mut ThreadState) {
         }
         let mut ps = *ps;
         ps.flushed = ps.alive;
-        r.stacks.get(id).absorb(&ps, epoch);
+        // Without memory for the merged counters, the thread's are lost
+        // (recording stopped: the arena could not serve them).
+        if let Some(m) = r.stacks.get(id) {
+            m.absorb(&ps, epoch);
+        }
     }
     r.sizes.absorb(&s.sizes);
     r.jumps.absorb(&s.jumps);

@@ -29,8 +29,8 @@ mod table;
 
 pub use table::Table;
 
-use crate::base::sync;
 use crate::base::sync::SpinLock;
+use crate::base::{degrade, sync};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 /// A power of two, at most the 1024 windows of a 64 MiB region (see
@@ -227,6 +227,33 @@ pub fn remove(addr: u64) -> Option<Entry> {
         settle_young();
     }
     shard_of(addr).0.lock().remove(addr)
+}
+
+/// Once recording stopped (`base::degrade`): forgets every block alive and
+/// gives the tables' memory back to the system, where the program may need
+/// it (the first call does; later ones return at once). Never called on a
+/// thread that holds a shard's lock (from inside a hook's bookkeeping).
+#[cold]
+pub fn release() {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if DONE.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let mut bytes = 0;
+    {
+        let _young = YOUNG_LOCK.lock();
+        for i in 0..YOUNG {
+            // SAFETY: we hold YOUNG_LOCK; a process with one thread runs
+            // no other hook meanwhile, and with more, young slots are only
+            // touched under the lock.
+            unsafe { (*young_slot((i as u64) << 4)).addr = 0 };
+        }
+        YOUNG_ANY.store(false, Ordering::Release);
+    }
+    for shard in SHARD_TABLE.iter() {
+        bytes += shard.0.lock().release();
+    }
+    degrade::RELEASED.fetch_add(bytes as u64, Ordering::Relaxed);
 }
 
 /// Calls `f` on every block alive, for the profile written at exit. A

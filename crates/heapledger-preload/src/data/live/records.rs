@@ -1,7 +1,7 @@
 //! A table's slots, and the records of the entries that do not fit one.
 
 use super::Entry;
-use crate::base::arena;
+use crate::base::{arena, degrade};
 use core::ptr::null_mut;
 
 /// A slot of a table.
@@ -108,6 +108,10 @@ impl Records {
 
     #[cold]
     fn grow(&mut self) -> bool {
+        // Stopped: the tables were given back (`Table::release`).
+        if degrade::stopped() {
+            return false;
+        }
         let old = self.bytes();
         let recs = if old == 0 {
             arena::map_populated(4096)
@@ -126,6 +130,18 @@ impl Records {
         self.recs = recs;
         self.cap = ((2 * old).max(4096) / core::mem::size_of::<Record>()) as u32;
         true
+    }
+
+    /// Unmaps the array; returns its bytes.
+    pub(super) fn release(&mut self) -> usize {
+        let bytes = self.bytes();
+        if bytes != 0 {
+            // SAFETY: the array is one mapping of `bytes`, owned by the
+            // shard lock the caller holds; no slot refers to it any more.
+            unsafe { arena::unmap(self.recs as *mut u8, bytes) };
+        }
+        *self = EMPTY_RECORDS;
+        bytes
     }
 
     /// The slot of `e`, with a record if it needs one; None when memory for

@@ -3,7 +3,7 @@
 
 use super::records::{Records, Slot, EMPTY_RECORDS, EMPTY_SLOT};
 use super::{far_hash, near_hash, Entry};
-use crate::base::arena;
+use crate::base::{arena, degrade};
 use core::ptr::null_mut;
 
 /// One open-addressing table with linear probing and backward-shift
@@ -100,7 +100,9 @@ impl Probe {
         (!slots.is_null()).then(|| Probe::over(slots, cap))
     }
 
-    fn release(&mut self) {
+    /// Unmaps the slots; returns their bytes.
+    fn release(&mut self) -> usize {
+        let bytes = self.cap() * core::mem::size_of::<Slot>();
         if !self.slots.is_null() {
             // SAFETY: the table was one mapping of cap entries.
             unsafe {
@@ -111,6 +113,7 @@ impl Probe {
             };
         }
         *self = EMPTY_PROBE;
+        bytes
     }
 
     /// Inserts; with `bound`, only within `MAX_SHIFT` slots of the home.
@@ -300,6 +303,10 @@ impl Table {
     /// last, when every slot is in its final state.
     #[cold]
     fn grow_near(&mut self) -> bool {
+        // Stopped: the tables were given back (`release`).
+        if degrade::stopped() {
+            return false;
+        }
         if self.near.slots.is_null() {
             let Some(near) = Probe::with_cap(256) else {
                 return false;
@@ -361,6 +368,9 @@ impl Table {
 
     #[cold]
     fn grow_far(far: &mut Probe) -> bool {
+        if degrade::stopped() {
+            return false;
+        }
         let Some(mut bigger) = Probe::with_cap((far.cap() * 2).max(256)) else {
             return false;
         };
@@ -370,6 +380,12 @@ impl Table {
         far.release();
         *far = bigger;
         true
+    }
+
+    /// Forgets every block and gives the memory back (recording
+    /// stopped: `base::degrade`); returns the bytes unmapped.
+    pub fn release(&mut self) -> usize {
+        self.near.release() + self.far.release() + self.records.release()
     }
 
     #[inline(always)]

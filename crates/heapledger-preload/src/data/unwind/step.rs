@@ -38,11 +38,27 @@ impl Unwind {
             let recent = misses - self.cache_misses;
             self.cache_misses = misses;
             if recent >= CACHE_SPLIT_MISSES {
-                while self.caches.len() < RULE_CACHES {
-                    self.caches
-                        .push(alloc::boxed::Box::new(CacheX86_64::new_in()));
+                // Where memory for the others runs out, the one cache
+                // stays (the walk is slower, the stacks the same).
+                let mut deps = alloc::vec::Vec::new();
+                if self.caches.try_reserve_exact(RULE_CACHES).is_err()
+                    || deps.try_reserve_exact(DEP_CACHE).is_err()
+                {
+                    return 0;
                 }
-                self.deps = vec![(0, 0); DEP_CACHE];
+                let mut more = alloc::vec::Vec::new();
+                if more.try_reserve_exact(RULE_CACHES - 1).is_err() {
+                    return 0;
+                }
+                for _ in 1..RULE_CACHES {
+                    match try_box(CacheX86_64::new_in()) {
+                        Some(c) => more.push(c),
+                        None => return 0,
+                    }
+                }
+                self.caches.extend(more);
+                deps.resize(DEP_CACHE, (0, 0));
+                self.deps = deps;
                 return ((ra / RULE_CACHE_SLOTS) % RULE_CACHES as u64) as usize;
             }
         }
@@ -258,4 +274,20 @@ pub(super) fn is_sigreturn(ra: u64) -> bool {
     // SAFETY: inside libc's mapped executable segment.
     let code = unsafe { core::slice::from_raw_parts(ra as *const u8, 9) };
     code == [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]
+}
+
+/// `Box::new(v)`, or None when memory ran out (where `Box::new` would
+/// abort the program).
+fn try_box<T>(v: T) -> Option<alloc::boxed::Box<T>> {
+    let layout = core::alloc::Layout::new::<T>();
+    // SAFETY: T is not zero-sized here (a cache).
+    let p = unsafe { alloc::alloc::alloc(layout) } as *mut T;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a fresh allocation of T's layout, written before it is owned.
+    unsafe {
+        p.write(v);
+        Some(alloc::boxed::Box::from_raw(p))
+    }
 }

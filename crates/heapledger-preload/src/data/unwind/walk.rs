@@ -289,12 +289,21 @@ impl Unwind {
     /// `foreign`; returns how many were readable (at least the hook's own
     /// frame, 16 bytes).
     fn copy_foreign(&mut self, from: u64, want: usize) -> usize {
-        if self.foreign.len() < want / 8 {
+        if self.foreign.len() < want / 8
+            && self
+                .foreign
+                .try_reserve_exact(want / 8 - self.foreign.len())
+                .is_ok()
+        {
             self.foreign.resize(want / 8, 0);
         }
         // Not past the end of the page range: up to the top of the address
-        // space the kernel would refuse the whole read.
-        let want = want.min((u64::MAX - from) as usize) & !7;
+        // space the kernel would refuse the whole read. Not past the copy
+        // there is room for (memory ran out: the stack is cut there).
+        let want = want
+            .min((u64::MAX - from) as usize)
+            .min(self.foreign.len() * 8)
+            & !7;
         let local = libc::iovec {
             iov_base: self.foreign.as_mut_ptr() as *mut _,
             iov_len: want,

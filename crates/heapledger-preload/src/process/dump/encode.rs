@@ -3,7 +3,7 @@
 
 use super::file::FileSink;
 use crate::base::clock::{self, now_ns};
-use crate::base::{arena, config, phase};
+use crate::base::{arena, config, degrade, phase};
 use crate::data::counters;
 use crate::data::counters::{PerStack, PEAK_TICKS, UNRECORDED};
 use crate::data::{live, modules, stacks};
@@ -26,6 +26,10 @@ fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
         loop {
             let n = libc::read(fd, buf.as_mut_ptr() as *mut _, buf.len());
             if n <= 0 {
+                break;
+            }
+            // Out of memory (see `base::degrade`): the file is cut there.
+            if out.try_reserve(n as usize).is_err() {
                 break;
             }
             out.extend_from_slice(&buf[..n as usize]);
@@ -121,14 +125,19 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
 
     // Merge every thread's counters.
     let epoch = counters::peak();
-    let n = stacks::count() as usize;
-    let mut merged = vec![
+    // Without memory for them (see `base::degrade`), no stack is written.
+    let mut n = stacks::count() as usize;
+    let mut merged = Vec::new();
+    if merged.try_reserve_exact(n).is_err() {
+        n = 0;
+    }
+    merged.resize(
+        n,
         PerStack {
             epoch,
             ..Default::default()
-        };
-        n
-    ];
+        },
+    );
     let mut sizes = counters::SizeHistogram::new();
     let mut jumps = counters::Histogram::new();
     let mut unknown_frees = 0;
@@ -202,7 +211,10 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         e.u(c);
     }
     // Leaks: blocks still alive, grouped by stack.
-    let mut leaks: Vec<(u64, u64)> = vec![(0, 0); n];
+    let mut leaks: Vec<(u64, u64)> = Vec::new();
+    if leaks.try_reserve_exact(n).is_ok() {
+        leaks.resize(n, (0, 0));
+    }
     let mut alive_total = 0u64;
     live::for_each_block(|b| {
         if let Some(l) = leaks.get_mut(b.stack as usize) {
@@ -237,5 +249,8 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         unknown_frees,
         dropped_histogram_entries: sizes.large.dropped + jumps.dropped,
     });
+    if let Some(d) = degrade::report(start_ticks) {
+        e.degraded(&d);
+    }
     e.tag(Tag::End);
 }

@@ -23,14 +23,21 @@ pub(super) const SINK_BUF: usize = 1 << 16;
 
 impl FileSink {
     pub(super) fn flush(&mut self) {
+        let buf = core::mem::take(&mut self.buf);
+        self.write_all(&buf);
+        self.buf = buf;
+        self.buf.clear();
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) {
         let mut off = 0;
-        while off < self.buf.len() && self.err == 0 {
-            // SAFETY: writing our own buffer to our own fd.
+        while off < bytes.len() && self.err == 0 {
+            // SAFETY: writing a buffer of ours to our own fd.
             let n = unsafe {
                 libc::write(
                     self.fd,
-                    self.buf[off..].as_ptr() as *const _,
-                    self.buf.len() - off,
+                    bytes[off..].as_ptr() as *const _,
+                    bytes.len() - off,
                 )
             };
             if n <= 0 {
@@ -44,7 +51,6 @@ impl FileSink {
             }
             off += n as usize;
         }
-        self.buf.clear();
     }
 }
 
@@ -72,8 +78,10 @@ impl Sink for FileSink {
             self.flush();
         }
         if b.len() > SINK_BUF {
-            self.buf.extend_from_slice(b);
+            // Written from where it is, not copied into a buffer grown for
+            // it (memory may have run out: see `base::degrade`).
             self.flush();
+            self.write_all(b);
         } else {
             self.buf.extend_from_slice(b);
         }

@@ -1,0 +1,126 @@
+//! A program that runs out of address space on purpose
+//! (`tests/programs/out_of_memory.c`: `RLIMIT_AS` at 256 MB, 16-byte
+//! blocks until malloc fails, then 64 KiB blocks) and handles the failure
+//! runs to its end under heapledger as alone, in every stack mode and with
+//! sampling: the recorder degrades (it stops recording, gives its tables
+//! back, and says so in the profile and the summary) instead of aborting.
+//! Before, it died of SIGABRT ("memory allocation of N bytes failed")
+//! and left no profile.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Output};
+
+/// The recorder's own mappings (its library, its reserve for the profile,
+/// its static tables) count against the limit: the program gets at most
+/// this share fewer blocks than alone (docs/recorder.md gives the counts).
+const FEWER_AT_MOST: f64 = 0.10;
+
+/// (16-byte blocks, 64 KiB blocks) from the program's output.
+fn counts(out: &Output) -> (u64, u64) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let value = |prefix: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in {text:?}"));
+        line[prefix.len()..].trim().parse().unwrap()
+    };
+    (value("16-byte blocks:"), value("64 KiB blocks:"))
+}
+
+fn run(args: &[&str], out: &std::path::Path, exe: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q"])
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .arg(exe)
+        .output()
+        .expect("cannot run heapledger")
+}
+
+#[test]
+fn a_program_out_of_address_space_runs_as_alone_and_the_profile_says_recording_degraded() {
+    let dir = Scratch::new("oom");
+    let exe = dir.join("out_of_memory");
+    compile("cc", &["out_of_memory.c"], SITE_FLAGS, &exe);
+    let plain = Command::new(&exe).output().unwrap();
+    assert_eq!(plain.status.code(), Some(0), "{plain:?}");
+    let (small, large) = counts(&plain);
+    assert!(small > 1_000_000 && large > 1000, "{small} {large}");
+
+    let modes: [(&str, &[&str]); 4] = [
+        ("dwarf", &["--stack", "dwarf"]),
+        ("fp", &["--stack", "fp"]),
+        ("none", &["--stack", "none"]),
+        ("sampled", &["--sample-every", "4K"]),
+    ];
+    for (name, args) in modes {
+        let out = dir.join(&format!("{name}.json"));
+        let traced = run(args, &out, &exe);
+        let stderr = String::from_utf8_lossy(&traced.stderr);
+        assert_eq!(traced.status.code(), Some(0), "{name}: {stderr}");
+        assert_eq!(
+            stderr, "",
+            "{name}: heapledger -q and the program say nothing"
+        );
+        let (s, l) = counts(&traced);
+        eprintln!("{name}: 16-byte blocks {s} (alone {small}), 64 KiB blocks {l} (alone {large})");
+        // Every line of output is the plain run's, but for the numbers.
+        let shape = |o: &Output| {
+            String::from_utf8_lossy(&o.stdout).replace(|c: char| c.is_ascii_digit(), "")
+        };
+        assert_eq!(shape(&traced), shape(&plain), "{name}: output");
+        for (got, alone, what) in [(s, small, "16-byte"), (l, large, "64 KiB")] {
+            assert!(
+                got <= alone && got as f64 >= alone as f64 * (1.0 - FEWER_AT_MOST),
+                "{name}: {got} {what} blocks under heapledger, {alone} alone"
+            );
+        }
+
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            !text.contains("null"),
+            "{name}: MALT's reader takes no null"
+        );
+        let p = heapledger_profile::Profile::from_path(&out).unwrap();
+        let ext = p.heapledger.as_ref().unwrap();
+        assert_eq!(ext.exit.code, Some(0), "{name}");
+        let d = ext
+            .degraded
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: the profile does not say recording degraded"));
+        let stop = d.recording_stopped.as_ref().expect("recording stopped");
+        assert!(
+            [
+                heapledger_profile::degrade_cause::RECORDER_MEMORY,
+                heapledger_profile::degrade_cause::PROGRAM_MEMORY
+            ]
+            .contains(&stop.cause.as_str()),
+            "{name}: {d:?}"
+        );
+        // The 64 KiB round, at least, came after the stop.
+        assert!(d.calls_not_recorded >= l, "{name}: {d:?}");
+        assert!(stop.time > 0 && stop.time <= p.run.runtime, "{name}: {d:?}");
+        // Recorded up to the stop: the first round's first blocks at least.
+        assert!(
+            p.call_totals().malloc.count > 0,
+            "{name}: nothing recorded before the stop"
+        );
+
+        let summary = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+            .arg("report")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let summary = String::from_utf8_lossy(&summary.stdout);
+        let line = summary
+            .lines()
+            .find(|l| l.starts_with("Recording degraded: recording stopped at "))
+            .unwrap_or_else(|| panic!("{name}: no degraded line in\n{summary}"));
+        assert!(line.contains("after that not recorded"), "{line}");
+    }
+}
