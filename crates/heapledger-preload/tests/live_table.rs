@@ -8,14 +8,14 @@
 
 #[path = "../src/base/arena.rs"]
 mod arena;
-#[path = "../src/data/live/mod.rs"]
-mod live;
-#[path = "../src/base/sync.rs"]
-mod sync;
 #[path = "../src/base/clock.rs"]
 mod clock;
 #[path = "../src/base/degrade.rs"]
 mod degrade;
+#[path = "../src/data/live/mod.rs"]
+mod live;
+#[path = "../src/base/sync.rs"]
+mod sync;
 /// The recorder's layout, for the paths inside (`crate::base::sync`).
 mod base {
     pub(crate) use super::{arena, clock, degrade, sync};
