@@ -172,6 +172,10 @@ pub struct Summary {
     pub peak_requested: Option<u64>,
     /// When the peak was reached, in seconds from the start (heapledger only).
     pub peak_seconds: Option<f64>,
+    /// The process's peaks of resident and virtual memory, as the kernel
+    /// counted them (the recorder's own memory included), where known.
+    pub peak_rss: Option<u64>,
+    pub peak_virtual: Option<u64>,
     /// Everything still allocated at exit.
     pub alive: Blocks,
     /// The part allocated by the C/C++ runtime itself.
@@ -303,6 +307,8 @@ impl Summary {
             alloc_bytes,
             peak_requested: profile.peak_requested(),
             peak_seconds: ext.and_then(|e| ticks_to_seconds(e.peak_time, tps)),
+            peak_rss: ext.map(|e| e.peak_rss).filter(|&b| b != 0),
+            peak_virtual: ext.map(|e| e.peak_virtual).filter(|&b| b != 0),
             alive,
             alive_runtime,
             top_by_bytes,
@@ -799,15 +805,27 @@ impl fmt::Display for Summary {
             count: self.alive.count.saturating_sub(self.alive_runtime.count),
             bytes: self.alive.bytes.saturating_sub(self.alive_runtime.bytes),
         };
-        let rows = vec![
-            vec!["Peak requested memory".to_owned(), peak],
+        let mut rows = vec![vec!["Peak requested memory".to_owned(), peak]];
+        if let Some(rss) = self.peak_rss {
+            rows.push(vec![
+                "Peak resident memory".to_owned(),
+                format!(
+                    "{} (the kernel's count; the recorder's own included)",
+                    format_bytes(rss)
+                ),
+            ]);
+        }
+        if let Some(v) = self.peak_virtual {
+            rows.push(vec!["Peak virtual memory".to_owned(), format_bytes(v)]);
+        }
+        rows.extend([
             vec!["Alive at exit".to_owned(), blocks(self.alive)],
             vec!["  by the program".to_owned(), blocks(program)],
             vec![
                 "  by the C/C++ runtime".to_owned(),
                 format!("{} (not the program's leaks)", blocks(self.alive_runtime)),
             ],
-        ];
+        ]);
         table(f, "", &rows, 0)?;
 
         Summary::write_sites(f, "Top allocation sites by bytes", &self.top_by_bytes)?;

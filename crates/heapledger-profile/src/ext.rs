@@ -67,6 +67,14 @@ pub struct HeapledgerExt {
     /// (the unit of `run.runtime`; see `globals.ticksPerSecond`).
     #[serde(default)]
     pub peak_time: u64,
+    /// The process's peak of resident memory, bytes (the kernel's VmHWM at
+    /// its end; the recorder's own memory included; a forked process
+    /// starts from its parent's). 0 where it is not known.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peak_rss: u64,
+    /// The process's peak of virtual memory, bytes (VmPeak), as `peak_rss`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peak_virtual: u64,
     /// Process id of the profiled process.
     pub pid: u32,
     /// Its parent's process id.
@@ -203,6 +211,8 @@ impl HeapledgerExt {
             internal_memory: 0,
             internal_memory_peak: 0,
             peak_requested: 0,
+            peak_rss: 0,
+            peak_virtual: 0,
             peak_time: 0,
             pid: 0,
             ppid: 0,
@@ -258,4 +268,8 @@ pub struct InlineFrame {
     /// Source line, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

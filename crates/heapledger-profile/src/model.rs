@@ -92,8 +92,8 @@ impl Profile {
     ///   records is the C allocator's, or `mmap`'s;
     /// - `config.sampling`: whether one allocation in `n` was recorded.
     ///
-    /// Peaks that heapledger does not measure (physical and virtual memory,
-    /// live blocks) stay as they are. A file without heapledger data (MALT's
+    /// The physical and virtual peaks are the kernel's (VmHWM, VmPeak); the
+    /// live-block peak, which heapledger does not measure, stays as it is. A file without heapledger data (MALT's
     /// own) is left alone.
     pub fn fill_malt_totals(&mut self) {
         let Some(ext) = &self.heapledger else {
@@ -121,6 +121,10 @@ impl Profile {
         *requested = (*requested).max(ext.peak_requested);
         let internal = &mut peak[crate::timeline::memory::INTERNAL];
         *internal = (*internal).max(ext.internal_memory_peak);
+        let physical = &mut peak[crate::timeline::memory::PHYSICAL];
+        *physical = (*physical).max(ext.peak_rss);
+        let virt = &mut peak[crate::timeline::memory::VIRTUAL];
+        *virt = (*virt).max(ext.peak_virtual);
         self.config
             .set("sampling", "enabled", ext.sample_every.is_some());
         if let Some(n) = ext.sample_every {

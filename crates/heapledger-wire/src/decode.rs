@@ -52,6 +52,10 @@ pub struct Dump {
     pub unhooked_by: String,
     /// How the recorder degraded, where it did ([`Tag::Degraded`]).
     pub degraded: Option<Degraded>,
+    /// The peaks of resident and virtual memory, bytes ([`Tag::Memory`];
+    /// 0 where the kernel did not say).
+    pub peak_rss: u64,
+    pub peak_virtual: u64,
     /// Set when the process was forked from another ([`Tag::Forked`]).
     pub forked: Option<Forked>,
     /// How the process ended, when the recorder saw it ([`Tag::Exit`]).
@@ -390,6 +394,10 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 );
             }
             Tag::Allocator => d.allocator = r.string()?,
+            Tag::Memory => {
+                d.peak_rss = r.u()?;
+                d.peak_virtual = r.u()?;
+            }
             Tag::End => {
                 if !seen_header {
                     return Err(DecodeError::NotADump);
@@ -484,6 +492,9 @@ mod tests {
         e.ending(Ending::Signal(15));
         e.tag(Tag::Allocator);
         e.bytes(b"/lib/libbump.so");
+        e.tag(Tag::Memory);
+        e.u(5 << 20);
+        e.u(9 << 20);
         e.tag(Tag::End);
         e.sink.0
     }
@@ -530,6 +541,7 @@ mod tests {
         assert_eq!(d.globals.peak_requested, 10);
         assert_eq!(d.unhooked, vec!["malloc", "free"]);
         assert_eq!(d.unhooked_by, "");
+        assert_eq!((d.peak_rss, d.peak_virtual), (5 << 20, 9 << 20));
         let g = d.degraded.unwrap();
         assert_eq!(
             (

@@ -221,6 +221,10 @@ pub enum Tag {
     /// the path of the object that defines the `malloc` the recorder
     /// forwards to (bytes)
     Allocator = 16,
+    /// the process's peaks of resident and of virtual memory, in bytes
+    /// (the kernel's VmHWM and VmPeak at the end, the recorder's own
+    /// memory included)
+    Memory = 17,
     /// end of dump
     End = 0xff,
 }
@@ -244,6 +248,7 @@ impl Tag {
             14 => Tag::Forked,
             15 => Tag::Exit,
             16 => Tag::Allocator,
+            17 => Tag::Memory,
             0xff => Tag::End,
             _ => return None,
         })

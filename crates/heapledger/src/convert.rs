@@ -396,6 +396,8 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     ext.internal_memory = d.globals.internal_memory;
     ext.internal_memory_peak = d.globals.internal_peak;
     ext.peak_requested = d.globals.peak_requested;
+    ext.peak_rss = d.peak_rss;
+    ext.peak_virtual = d.peak_virtual;
     ext.peak_time = d.globals.peak_ticks;
     ext.pid = d.pid;
     ext.ppid = d.ppid;

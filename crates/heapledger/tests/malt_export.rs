@@ -151,3 +151,32 @@ fn unresolved_frames_are_named_for_malts_viewer() {
     assert!(named > 0, "no frame of the stripped program");
     assert!(p.run.command.ends_with(" '' x"), "{}", p.run.command);
 }
+
+/// The peaks of resident and virtual memory (the kernel's VmHWM and
+/// VmPeak): in the summary, and where MALT's home page reads them
+/// (`timeline.memoryTimeline.peak`, physical and virtual).
+#[test]
+fn peaks_of_resident_and_virtual_memory_are_there() {
+    let dir = Scratch::new("malt-rss");
+    let exe = dir.join("touch_memory");
+    compile("cc", &["touch_memory.c"], &["-O0", "-fno-builtin"], &exe);
+    let out = dir.join("p.json");
+    let o = heapledger_run("dwarf", &out, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = assert_opens_in_malt(&out);
+    let ext = p.heapledger.as_ref().unwrap();
+    assert!(ext.peak_rss >= 40 << 20, "peak RSS {}", ext.peak_rss);
+    assert!(
+        ext.peak_virtual >= ext.peak_rss,
+        "{} {}",
+        ext.peak_virtual,
+        ext.peak_rss
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let peak = &v["timeline"]["memoryTimeline"]["peak"];
+    assert_eq!(peak[1].as_u64(), Some(ext.peak_rss));
+    assert_eq!(peak[2].as_u64(), Some(ext.peak_virtual));
+    let s = Summary::from_profile(&p, &SummaryOptions::default()).to_string();
+    assert!(s.contains("\nPeak resident memory "), "{s}");
+    assert!(s.contains("\nPeak virtual memory "), "{s}");
+}

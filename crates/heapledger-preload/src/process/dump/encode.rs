@@ -43,7 +43,7 @@ fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
 /// directory first: where the main thread has ended (`pthread_exit` in
 /// `main`, the process living on in other threads), `/proc/self/` shows an
 /// empty command line, no executable and no mappings.
-fn read_proc(thread: &core::ffi::CStr, process: &core::ffi::CStr) -> Vec<u8> {
+pub(super) fn read_proc(thread: &core::ffi::CStr, process: &core::ffi::CStr) -> Vec<u8> {
     let v = read_file(thread);
     if v.is_empty() {
         read_file(process)
