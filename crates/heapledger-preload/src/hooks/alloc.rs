@@ -84,7 +84,12 @@ fn on_alloc(
     };
     let lifetime_head = config::get().lifetime_head;
     let sampled = st.sampler.is_some();
+    // The level first: its move says where this event stands against the
+    // peak, which the stack's share of the peak needs.
+    let m = move_level(bw as i64, t0);
     let Some(ps) = st.stacks.get(id) else {
+        // (`with_counters` made room: not reached.)
+        move_level(-(bw as i64), 0);
         return NOT_RECORDED;
     };
     let head = ps.t.alloc.count < lifetime_head;
@@ -96,12 +101,6 @@ fn on_alloc(
     // weighs its lifetime; otherwise its lifetime's: 1 for a stack's first
     // blocks in this thread, then LIFETIME_ONE_IN for one block in that
     // many, and 0 (not timed) for the others.
-    // The level first: its move says where this event stands against the
-    // peak, which the stack's share of the peak needs.
-    let m = move_level(bw as i64, t0);
-    let Some(ps) = st.stacks.get(id) else {
-        return NOT_RECORDED;
-    };
     let (weight, timed) = if stackless() {
         ps.alive += bw as i64;
         (if sampled { cw } else { 0 }, false)
@@ -228,11 +227,12 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         now = ticks();
     }
     let (cw, bw) = weights(e);
+    // The block's bytes leave the process's level whatever follows.
+    let m = move_level(-(bw as i64), now);
     let Some(ps) = st.stacks.get(e.stack) else {
         // No memory for this thread's counters of the stack: recording
-        // stops, and the block's bytes leave the process's level.
+        // stops.
         degrade::stop(degrade::Cause::RecorderMemory);
-        move_level(-(bw as i64), now);
         return;
     };
     ps.t.free.add_weighted(e.size, cw, bw);
@@ -244,10 +244,6 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         let lw = e.weight as u64;
         ps.t.lifetime.add_weighted(lt, lw, lt.saturating_mul(lw));
     }
-    let m = move_level(-(bw as i64), now);
-    let Some(ps) = st.stacks.get(e.stack) else {
-        return;
-    };
     if stackless() {
         ps.alive -= bw as i64;
     } else {
