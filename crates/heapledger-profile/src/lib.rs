@@ -50,6 +50,7 @@ pub use ext::{
 pub use memstats::{GlobalVariable, MemStats, ReallocJump};
 pub use model::{Config, Globals, Profile, Run, FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS};
 pub use query::{ticks_to_seconds, Frame};
+pub use read::check_values;
 pub use scatter::{Scatter, ScatterAxis, ScatterChart, ScatterInfos, ScatterPoint};
 pub use sites::{basename, InstrEntry, MapEntry, SiteRef, Sites};
 pub use stacks::{Leak, MinMaxSum, StackInfos, StackStat, Stacks};

@@ -401,7 +401,7 @@ fn within_i(measure: Measure, value: i64, field: impl FnOnce() -> String) -> Res
 /// add up and print: a damaged file says so instead of `16.0 EiB`. Sums
 /// of requested bytes per thread are not checked (failed requests of any
 /// size count there), nor minima, maxima and sums of lifetimes.
-fn check_values(p: &Profile) -> Result<(), String> {
+pub fn check_values(p: &Profile) -> Result<(), String> {
     use Measure::*;
     within(Ticks, p.run.runtime, || "run.runtime".into())?;
     let g = &p.globals;

@@ -23,7 +23,10 @@ struct Cli {
 enum Command {
     /// Run a program under the recorder and write its profile.
     Run {
-        /// Where to write the profile (default: heapledger-<exe>-<pid>.json).
+        /// Where to write the profile (default: heapledger-<exe>-<pid>.sqlite):
+        /// a profile store holding every process of the run; a name ending
+        /// in .json writes MALT's JSON instead (`export --format malt`),
+        /// with child processes in <stem>.children/.
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// How to capture stacks.
@@ -72,6 +75,8 @@ enum Command {
     /// Print the call tree of a profile, with recursion collapsing.
     Tree {
         file: PathBuf,
+        #[command(flatten)]
+        which: Which,
         /// How to collapse recursion: none, direct (a routine calling itself),
         /// conservative (unless a routine name would be lost), full.
         #[arg(long, default_value = "none", value_parser = parse_collapse)]
@@ -95,12 +100,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write a profile as a callgrind file (for KCachegrind, callgrind_annotate).
-    Callgrind {
+    /// Write a profile in another tool's format: MALT's JSON (its reader
+    /// and web viewer), callgrind (KCachegrind, callgrind_annotate).
+    Export {
         file: PathBuf,
-        /// Where to write it (default: callgrind.out.<profile stem>).
+        /// The format to write.
+        #[arg(long, value_enum)]
+        format: crate::export::Format,
+        /// Where to write it (default: <profile stem>.json for malt,
+        /// callgrind.out.<profile stem> for callgrind).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        which: Which,
     },
     /// Turn the raw data that interrupted runs left behind into profiles,
     /// and remove it.
@@ -112,10 +124,51 @@ enum Command {
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
+        #[command(flatten)]
+        which: Which,
         /// Number of rows in each table.
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
+}
+
+/// Which process of a profile store a reader shows.
+#[derive(clap::Args, Debug)]
+struct Which {
+    /// Show this process of the run (default: the one `run` started).
+    #[arg(long, value_name = "PID", conflicts_with = "all")]
+    pid: Option<u32>,
+    /// Show every process of the run, merged into one profile.
+    #[arg(long)]
+    all: bool,
+}
+
+impl Which {
+    fn pick(&self) -> crate::profiles::Pick {
+        match (self.pid, self.all) {
+            (_, true) => crate::profiles::Pick::All,
+            (Some(p), false) => crate::profiles::Pick::Pid(p),
+            (None, false) => crate::profiles::Pick::Main,
+        }
+    }
+}
+
+/// Opens a profile for a reader; says on stderr, after the reader's
+/// output, which other processes the store holds, and where the profile
+/// stops at a checkpoint.
+fn opened(file: &std::path::Path, which: &Which) -> Result<crate::profiles::Opened> {
+    crate::profiles::open(file, which.pick())
+}
+
+fn after(file: &std::path::Path, o: &crate::profiles::Opened) {
+    if let Some((seq, secs)) = o.checkpoint {
+        eprintln!(
+            "heapledger: this process was killed; its profile stops at its checkpoint {seq}, {secs:.1} s after it started"
+        );
+    }
+    if let Some(line) = crate::profiles::others_line(file, &o.others) {
+        eprintln!("heapledger: {line}");
+    }
 }
 
 /// Parses the process's arguments and runs the command; returns the exit code.
@@ -208,6 +261,7 @@ pub fn main() -> Result<u8> {
         }
         Command::Tree {
             file,
+            which,
             collapse,
             metric,
             limit,
@@ -216,7 +270,8 @@ pub fn main() -> Result<u8> {
             by_line,
             json,
         } => {
-            let profile = heapledger_profile::Profile::from_path(&file)?;
+            let o = opened(&file, &which)?;
+            let profile = &o.profile;
             let opts = crate::tree::TreeOptions {
                 collapse,
                 metric,
@@ -228,40 +283,49 @@ pub fn main() -> Result<u8> {
             };
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            crate::tree::print(&profile, &opts, &mut out)?;
+            crate::tree::print(profile, &opts, &mut out)?;
             std::io::Write::flush(&mut out)?;
+            after(&file, &o);
             Ok(0)
         }
-        Command::Callgrind { file, output } => {
-            let profile = heapledger_profile::Profile::from_path(&file)?;
-            let out = output.unwrap_or_else(|| {
-                let stem = file
-                    .file_stem()
-                    .map_or_else(|| "profile".into(), |s| s.to_string_lossy().into_owned());
-                PathBuf::from(format!("callgrind.out.{stem}"))
-            });
-            let f = std::fs::File::create(&out)
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
-            let mut w = std::io::BufWriter::new(f);
-            heapledger_profile::callgrind::write(&profile, &mut w)
-                .and_then(|()| std::io::Write::flush(&mut w))
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
-            eprintln!("heapledger: callgrind file written to {}", out.display());
+        Command::Export {
+            file,
+            format,
+            output,
+            which,
+        } => {
+            let o = opened(&file, &which)?;
+            let out = output.unwrap_or_else(|| format.default_output(&file));
+            crate::export::write(&o.profile, format, &out)?;
+            eprintln!(
+                "heapledger: {} written to {}",
+                format_name(format),
+                out.display()
+            );
+            after(&file, &o);
             Ok(0)
         }
         Command::Recover { output } => crate::recover::recover(&output),
-        Command::Report { file, top } => {
-            let profile = heapledger_profile::Profile::from_path(&file)?;
+        Command::Report { file, which, top } => {
+            let o = opened(&file, &which)?;
             let summary = heapledger_analysis::summary::Summary::from_profile(
-                &profile,
+                &o.profile,
                 &heapledger_analysis::summary::SummaryOptions { top },
             );
             std::io::Write::write_all(
                 &mut std::io::stdout().lock(),
                 summary.to_string().as_bytes(),
             )?;
+            after(&file, &o);
             Ok(0)
         }
+    }
+}
+
+fn format_name(f: crate::export::Format) -> &'static str {
+    match f {
+        crate::export::Format::Malt => "MALT profile",
+        crate::export::Format::Callgrind => "callgrind file",
     }
 }
 
@@ -302,6 +366,15 @@ fn similar_option(command: &str, arg: &str) -> Option<String> {
 
 /// The command nearest to a mistyped one (`rnu`).
 fn similar_command(typed: &str) -> Option<String> {
+    // Formats that were commands, or that users name first.
+    if ["callgrind", "malt", "json"].contains(&typed) {
+        let format = if typed == "callgrind" {
+            "callgrind"
+        } else {
+            "malt"
+        };
+        return Some(format!("export PROFILE --format {format}"));
+    }
     let cmd = <Cli as clap::CommandFactory>::command();
     nearest(typed, cmd.get_subcommands().map(|c| c.get_name())).map(str::to_owned)
 }

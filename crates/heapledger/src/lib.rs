@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! cli                      parses arguments into options, dispatches
-//! run   tree               the commands
+//! run   tree   export      the commands
+//! profiles                 opening a profile (a store's process, or JSON)
 //! recover                  turns an interrupted run's raw data into profiles
 //! symbolizer               symbolizes beside the running program
 //! convert   live           raw dumps into profiles; stacks seen while it runs
@@ -18,12 +19,14 @@ pub mod cli;
 pub mod convert;
 pub mod date;
 pub mod dumps;
+pub mod export;
 pub mod live;
 pub mod maps;
 pub mod options;
 pub mod output;
 pub mod prefault;
 pub mod preload;
+pub mod profiles;
 pub mod recover;
 pub mod run;
 pub mod symbolizer;

@@ -104,6 +104,15 @@ fn resolve(path: &Path) -> PathBuf {
 /// `path`, which is renamed to `path` once `write` succeeded and removed
 /// otherwise. The error names `path`.
 pub fn write_whole(path: &Path, write: impl FnOnce(std::fs::File) -> Result<()>) -> Result<()> {
+    write_whole_with(path, |f, _| write(f))
+}
+
+/// [`write_whole`] for a writer that opens the temporary file by its path
+/// (SQLite): it is given the file, created empty, and its path.
+pub fn write_whole_with(
+    path: &Path,
+    write: impl FnOnce(std::fs::File, &Path) -> Result<()>,
+) -> Result<()> {
     let shown = path.display().to_string();
     let target = resolve(path);
     let dir = target
@@ -129,7 +138,9 @@ pub fn write_whole(path: &Path, write: impl FnOnce(std::fs::File) -> Result<()>)
         .create_new(true)
         .open(&tmp)
         .with_context(|| format!("cannot write the profile to {shown}"))
-        .and_then(|f| write(f).with_context(|| format!("cannot write the profile to {shown}")))
+        .and_then(|f| {
+            write(f, &tmp).with_context(|| format!("cannot write the profile to {shown}"))
+        })
         .and_then(|()| {
             if has_other_names(&target) {
                 // A file with a second name is written in place, so that

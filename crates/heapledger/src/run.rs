@@ -283,6 +283,23 @@ fn clear_old_children(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
+/// Writes the profile store of a run (the main process first), whole or
+/// not at all; the error names the path.
+fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Result<()> {
+    crate::output::write_whole_with(path, |file, tmp| {
+        drop(file);
+        let mut w = heapledger_store::Writer::create(tmp).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for (i, p) in profiles.iter().enumerate() {
+            let meta = heapledger_store::ProcessMeta {
+                is_main: i == 0,
+                checkpoint: None,
+            };
+            w.add_process(p, meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        w.finish().map_err(|e| anyhow::anyhow!("{e}"))
+    })
+}
+
 /// Writes a profile whole or not at all; the error names the path.
 fn write_profile(profile: &heapledger_profile::Profile, path: &Path) -> Result<()> {
     // `write_to` buffers (1 MiB) itself.
@@ -478,7 +495,11 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let out = o
         .output
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("heapledger-{}-{pid}.json", exe_name(&main))));
+        .unwrap_or_else(|| PathBuf::from(format!("heapledger-{}-{pid}.sqlite", exe_name(&main))));
+    // `-o NAME.json`: MALT's JSON, as `export --format malt` writes it,
+    // with the children's profiles in a folder beside it; anything else:
+    // the profile store, every process in one file.
+    let as_json = out.extension().is_some_and(|e| e == "json");
     crate::output::finish_on_interrupt(Some(&out), &dir);
     let children: Vec<(String, u32)> = dumps.iter().map(|d| (exe_name(d), d.pid)).collect();
     let n_children = dumps.len();
@@ -486,33 +507,39 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     job.extend(dumps.into_iter().map(|d| (d, ProcessEnd::default())));
     let converting = converter.convert(job);
     clear_old_output(&out);
-    // Children: beside the main profile, in <stem>.children/, which keeps
-    // no file of an earlier run.
+    // Children of a JSON profile: beside it, in <stem>.children/, which
+    // keeps no file of an earlier run.
     let child_dir = children_dir(&out);
-    clear_old_children(&child_dir);
-    let child_dir = (n_children > 0).then_some(child_dir);
+    if as_json {
+        clear_old_children(&child_dir);
+    }
+    let child_dir = (as_json && n_children > 0).then_some(child_dir);
     let (profiles, job) = converting.wait()?;
-    let mut profiles = profiles.into_iter();
-    let Some(profile) = profiles.next() else {
+    let Some(profile) = profiles.first() else {
         bail!("internal error: no profile was built");
     };
     phases.mark("convert");
-    // The files are written while the summary is worked out (both only read
-    // the profile); the summary is printed first, then any write error.
+    // The file is written while the summary is worked out (both only read
+    // the profiles); the summary is printed first, then any write error.
     let (write_error, summary) = std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
-            write_profile(&profile, &out)?;
-            crate::output::main_written(&out);
-            if let Some(cdir) = &child_dir {
-                for (p, (exe, pid)) in profiles.zip(children) {
-                    write_profile(&p, &cdir.join(format!("heapledger-{exe}-{pid}.json")))?;
+            if as_json {
+                write_profile(profile, &out)?;
+                crate::output::main_written(&out);
+                if let Some(cdir) = &child_dir {
+                    for (p, (exe, pid)) in profiles[1..].iter().zip(&children) {
+                        write_profile(p, &cdir.join(format!("heapledger-{exe}-{pid}.json")))?;
+                    }
                 }
+            } else {
+                write_store(&profiles, &out)?;
+                crate::output::main_written(&out);
             }
             Ok::<(), anyhow::Error>(())
         });
         let summary = (!o.quiet).then(|| {
             heapledger_analysis::summary::Summary::from_profile(
-                &profile,
+                profile,
                 &heapledger_analysis::summary::SummaryOptions { top: o.top },
             )
             .to_string()
@@ -554,6 +581,19 @@ pub fn run(o: &RunOptions) -> Result<u8> {
                 "heapledger: {n_children} child process profile(s) in {}",
                 cdir.display()
             );
+        } else if !failed && n_children > 0 {
+            eprintln!(
+                "heapledger: {n_children} more process{} in the profile: {} (`heapledger report {} --pid PID` shows one)",
+                if n_children == 1 { "" } else { "es" },
+                children
+                    .iter()
+                    .take(8)
+                    .map(|(exe, pid)| format!("{exe} ({pid})"))
+                    .chain((n_children > 8).then(|| format!("{} more", n_children - 8)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                out.display()
+            );
         }
     }
     // Only now, as heapledger is about to exit: freeing the dumps, the profile
@@ -561,7 +601,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     // would take a core from writing the profile, and then delay the exit
     // (Python's 3 M strings: 6 to 10 ms for the profile alone). They are
     // freed on the symbolizing thread, unless heapledger's exit comes first.
-    converter.drop_there((job, profile));
+    converter.drop_there((job, profiles));
     drop(converter);
     if failed {
         return Ok(if code == 0 { 1 } else { code });

@@ -399,7 +399,7 @@ fn no_arguments_lists_the_commands() {
     let o = heapledger_cmd(std::iter::empty::<&str>());
     assert_no_panic(&o, "heapledger");
     assert_eq!(o.code, Some(2), "{}", o.stderr);
-    for command in ["run", "report", "tree", "callgrind"] {
+    for command in ["run", "report", "tree", "export"] {
         assert!(
             o.stderr
                 .lines()
@@ -642,16 +642,24 @@ fn measured(dir: &Path, args: &[&std::ffi::OsStr]) -> Measured {
 /// build holds about 6 MiB) and a few MiB more.
 const REFUSAL_RSS_KIB: i64 = 24 << 10;
 
-/// `report`, `tree` and `callgrind` on `file` each fail within a second and
-/// [`REFUSAL_RSS_KIB`], with one line on stderr that names the file and
-/// says each of `words`; callgrind writes nothing.
-fn every_reader_refuses(tmp: &TempDir, file: &Path, words: &[&str]) {
-    for command in ["report", "tree", "callgrind"] {
-        let what = format!("heapledger {command} {}", file.display());
+/// `report`, `tree` and `export` (both formats) on `file` each fail within
+/// a second and [`REFUSAL_RSS_KIB`], with one line on stderr that names the
+/// file and says each of `words`; export writes nothing.
+pub(crate) fn every_reader_refuses(tmp: &TempDir, file: &Path, words: &[&str]) {
+    let commands: [&[&str]; 4] = [
+        &["report"],
+        &["tree"],
+        &["export", "--format", "callgrind"],
+        &["export", "--format", "malt"],
+    ];
+    for command in commands {
+        let what = format!("heapledger {} {}", command.join(" "), file.display());
+        let mut args: Vec<&std::ffi::OsStr> = command.iter().map(|c| c.as_ref()).collect();
+        args.push(file.as_os_str());
         // Once more if the machine was too busy to start it in a second.
-        let mut m = measured(tmp.path(), &[command.as_ref(), file.as_os_str()]);
+        let mut m = measured(tmp.path(), &args);
         if m.wall >= std::time::Duration::from_secs(1) {
-            m = measured(tmp.path(), &[command.as_ref(), file.as_os_str()]);
+            m = measured(tmp.path(), &args);
         }
         assert!(!m.stderr.contains("panicked"), "{what}: {}", m.stderr);
         assert!(
@@ -682,7 +690,10 @@ fn every_reader_refuses(tmp: &TempDir, file: &Path, words: &[&str]) {
         let left: Vec<_> = std::fs::read_dir(tmp.path())
             .unwrap()
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().starts_with("callgrind.out"))
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("callgrind.out") || n.ends_with(".json")
+            })
             .collect();
         assert!(left.is_empty(), "{what}: wrote {left:?}");
     }

@@ -1,4 +1,4 @@
-//! `heapledger callgrind` on a real program with self and mutual recursion
+//! `heapledger export --format callgrind` on a profile store of a real program with self and mutual recursion
 //! (`tests/programs/recursion.c`), read by Valgrind's `callgrind_annotate`:
 //! each function's inclusive count is the number of allocations with that
 //! function on the stack (`b`, only ever between two `a`, had 0).
@@ -13,12 +13,12 @@ fn inclusive_counts_on_recursion_are_the_allocations_on_the_stack() {
     let dir = Scratch::new("callgrind-rec");
     let exe = dir.join("recursion");
     compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
-    let out = dir.join("p.json");
+    let out = dir.join("p.sqlite");
     let o = heapledger_run("dwarf", &out, &exe, &[] as &[&str]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let cg = dir.join("callgrind.out");
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .arg("callgrind")
+        .args(["export", "--format", "callgrind"])
         .arg(&out)
         .arg("-o")
         .arg(&cg)

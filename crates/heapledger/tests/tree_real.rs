@@ -404,7 +404,7 @@ fn callgrind_export_reads_in_callgrind_annotate() {
     let _ = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
     let out = dir.join("callgrind.out");
     let o = heapledger()
-        .arg("callgrind")
+        .args(["export", "--format", "callgrind"])
         .arg(dir.join("p.json"))
         .arg("-o")
         .arg(&out)
@@ -432,7 +432,7 @@ fn callgrind_export_reads_in_callgrind_annotate() {
         assert!(line.trim_start().starts_with(n), "{f}: {line}");
     }
     let bad = heapledger()
-        .args(["callgrind", "/nonexistent.json"])
+        .args(["export", "--format", "callgrind", "/nonexistent.json"])
         .output()
         .unwrap();
     assert!(!bad.status.success());

@@ -168,22 +168,38 @@ pub fn output_within(mut cmd: Command, limit: std::time::Duration) -> Output {
         .expect("cannot read heapledger's output")
 }
 
-/// Runs `program` under heapledger in `stack` mode with the profile written to
-/// `dir/p.json`; asserts that it exited 0 and returns the profile and stdout.
+/// Runs `program` under heapledger in `stack` mode with the profile store
+/// written to `dir/p.sqlite`, exported to `dir/p.json` (MALT's JSON, of the
+/// process `run` started); asserts that both exited 0 and returns the
+/// profile and stdout. Every test that reads a profile this way reads it
+/// through the store.
 pub fn profile_of<S: AsRef<OsStr>>(
     stack: &str,
     dir: &Scratch,
     program: &Path,
     args: &[S],
 ) -> (Profile, String) {
+    let store = dir.join("p.sqlite");
     let out = dir.join("p.json");
-    let o = heapledger_run(stack, &out, program, args);
+    let o = heapledger_run(stack, &store, program, args);
     assert!(
         o.status.success(),
         "heapledger run {} failed ({}):\n{}",
         program.display(),
         o.status,
         String::from_utf8_lossy(&o.stderr)
+    );
+    let e = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["export", "--format", "malt", "-o"])
+        .arg(&out)
+        .arg(&store)
+        .output()
+        .expect("cannot run heapledger");
+    assert!(
+        e.status.success(),
+        "heapledger export {} failed:\n{}",
+        store.display(),
+        String::from_utf8_lossy(&e.stderr)
     );
     let profile = Profile::from_path(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
     (profile, String::from_utf8_lossy(&o.stdout).into_owned())

@@ -1,0 +1,382 @@
+//! Reading a store: its processes, and one process's profile.
+
+use crate::codec::{decode_columns, unzigzag, BLOCK_ROWS};
+use crate::schema::{FORMAT, LEAK_COLUMNS, NODE_COLUMNS, STACK_COLUMNS, VERSION};
+use crate::tree::Nodes;
+use crate::StoreError;
+use heapledger_profile::{
+    Addr, AddrSpace, InstrEntry, Leak, MinMaxSum, Profile, StackInfos, StackStat, StringId,
+};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use std::path::Path;
+
+/// A store open for reading.
+pub struct Store {
+    conn: Connection,
+}
+
+/// A process of the run, as the `process` table lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub ppid: u32,
+    pub is_main: bool,
+    pub forked_from: Option<u32>,
+    pub exe: String,
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// `None` for a process that ended normally; else the checkpoint its
+    /// profile stops at (sequence number, seconds after its start).
+    pub checkpoint: Option<(u64, f64)>,
+    pub allocations: u64,
+    pub allocated_bytes: u64,
+    pub peak_bytes: u64,
+    pub leaked_bytes: u64,
+    pub stacks: u64,
+}
+
+/// The largest section a reader decompresses (a profile's run, threads,
+/// timeline... are far smaller).
+const SECTION_MAX: usize = 256 << 20;
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+impl Store {
+    /// Opens a store read-only; a file that is not one is named as such.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let meta = std::fs::metadata(path).map_err(|e| StoreError::Io(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(StoreError::Foreign("not a regular file".into()));
+        }
+        let mut head = [0u8; 16];
+        let n = {
+            use std::io::Read;
+            let mut f = std::fs::File::open(path).map_err(|e| StoreError::Io(e.to_string()))?;
+            let mut n = 0;
+            while n < head.len() {
+                match f.read(&mut head[n..]) {
+                    Ok(0) => break,
+                    Ok(k) => n += k,
+                    Err(e) => return Err(StoreError::Io(e.to_string())),
+                }
+            }
+            n
+        };
+        if !crate::is_sqlite(&head[..n]) {
+            return Err(StoreError::Foreign("not an SQLite database".into()));
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        let get = |key: &str| -> Result<Option<String>, StoreError> {
+            match conn
+                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()
+            {
+                Ok(v) => Ok(v),
+                Err(rusqlite::Error::SqliteFailure(f, Some(m)))
+                    if f.code == rusqlite::ErrorCode::Unknown && m.contains("no such table") =>
+                {
+                    Err(StoreError::Foreign(
+                        "an SQLite database of something else".into(),
+                    ))
+                }
+                Err(e) => Err(e.into()),
+            }
+        };
+        if get("format")?.as_deref() != Some(FORMAT) {
+            return Err(StoreError::Foreign(
+                "an SQLite database of something else".into(),
+            ));
+        }
+        let version = get("version")?.unwrap_or_default();
+        if version != VERSION.to_string() {
+            return Err(StoreError::Version { found: version });
+        }
+        Ok(Store { conn })
+    }
+
+    /// Every process, the main one first, then by pid.
+    pub fn processes(&self) -> Result<Vec<ProcessInfo>, StoreError> {
+        let mut st = self.conn.prepare(
+            "SELECT pid, ppid, is_main, forked_from, exe, command, exit_code, exit_signal,
+                    complete, checkpoint_seq, checkpoint_seconds, allocations, allocated_bytes,
+                    peak_bytes, leaked_bytes, stacks
+             FROM process ORDER BY is_main DESC, pid",
+        )?;
+        let rows = st.query_map([], |r| {
+            let complete: bool = r.get(8)?;
+            let seq: Option<i64> = r.get(9)?;
+            let secs: Option<f64> = r.get(10)?;
+            Ok(ProcessInfo {
+                pid: r.get(0)?,
+                ppid: r.get(1)?,
+                is_main: r.get(2)?,
+                forked_from: r.get(3)?,
+                exe: r.get(4)?,
+                command: r.get(5)?,
+                exit_code: r.get(6)?,
+                exit_signal: r.get(7)?,
+                checkpoint: (!complete).then(|| (seq.unwrap_or(0) as u64, secs.unwrap_or(0.0))),
+                allocations: r.get::<_, i64>(11)? as u64,
+                allocated_bytes: r.get::<_, i64>(12)? as u64,
+                peak_bytes: r.get::<_, i64>(13)? as u64,
+                leaked_bytes: r.get::<_, i64>(14)? as u64,
+                stacks: r.get::<_, i64>(15)? as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    fn section<T: serde::de::DeserializeOwned>(
+        &self,
+        pid: u32,
+        name: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let blob: Option<Vec<u8>> = self
+            .conn
+            .query_row(
+                "SELECT data FROM section WHERE pid = ?1 AND name = ?2",
+                params![pid, name],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(blob) = blob else { return Ok(None) };
+        let json = zstd::bulk::decompress(&blob, SECTION_MAX)
+            .map_err(|_| corrupt(format!("its section {name} does not decompress")))?;
+        serde_json::from_slice(&json)
+            .map(Some)
+            .map_err(|e| corrupt(format!("its section {name}: {e}")))
+    }
+
+    fn need<T: serde::de::DeserializeOwned>(&self, pid: u32, name: &str) -> Result<T, StoreError> {
+        self.section(pid, name)?
+            .ok_or_else(|| corrupt(format!("process {pid} has no section {name}")))
+    }
+
+    /// Calls `f` on every block of one kind, in order, with its values
+    /// (column by column) and its number of rows.
+    fn blocks(
+        &self,
+        pid: u32,
+        kind: &str,
+        columns: usize,
+        mut f: impl FnMut(&[u64], usize) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut st = self.conn.prepare(
+            "SELECT first, rows, data FROM block WHERE pid = ?1 AND kind = ?2 ORDER BY first",
+        )?;
+        let mut rows = st.query(params![pid, kind])?;
+        let mut next = 0i64;
+        while let Some(r) = rows.next()? {
+            let first: i64 = r.get(0)?;
+            let n: i64 = r.get(1)?;
+            if first != next || n <= 0 || n as usize > BLOCK_ROWS {
+                return Err(corrupt(format!(
+                    "its {kind} blocks do not follow each other"
+                )));
+            }
+            let data = r.get_ref(2)?.as_blob().map_err(corrupt)?;
+            let values = decode_columns(data, columns, n as usize)?;
+            f(&values, n as usize)?;
+            next = first + n;
+        }
+        Ok(())
+    }
+
+    /// The whole profile of one process, in MALT's layout.
+    pub fn profile(&self, pid: u32) -> Result<Profile, StoreError> {
+        let known: Option<i64> = self
+            .conn
+            .query_row("SELECT pid FROM process WHERE pid = ?1", [pid], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if known.is_none() {
+            return Err(StoreError::NoProcess(pid));
+        }
+        let mut p = Profile::new(self.need(pid, "run")?);
+        p.config = self.need(pid, "config")?;
+        p.sites.map = self.need(pid, "maps")?;
+        p.timeline = self.need(pid, "timeline")?;
+        p.scatter = self.need(pid, "scatter")?;
+        p.threads = self.need(pid, "threads")?;
+        p.mem_stats = self.need(pid, "memStats")?;
+        p.globals = self.need(pid, "globals")?;
+        p.domains = self.need(pid, "domains")?;
+        p.heapledger = self.section(pid, "heapledger")?;
+        let stacks_count: u64 = self.need(pid, "stacksCount")?;
+
+        let mut st = self
+            .conn
+            .prepare("SELECT id, text FROM string WHERE pid = ?1 ORDER BY id")?;
+        let mut strings = Vec::new();
+        for r in st.query_map([pid], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
+            let (id, text) = r?;
+            if id != strings.len() as i64 {
+                return Err(corrupt("its strings are not numbered in order"));
+            }
+            strings.push(text);
+        }
+        p.sites.strings = strings;
+        let n_strings = p.sites.strings.len() as i64;
+        let string = |v: Option<i64>| -> Result<StringId, StoreError> {
+            match v {
+                Some(i) if (0..n_strings).contains(&i) => Ok(StringId(i as u32)),
+                _ => Err(corrupt("a frame names a string it does not hold")),
+            }
+        };
+        let mut st = self.conn.prepare(
+            "SELECT id, address, space, function, file, line, binary FROM frame
+             WHERE pid = ?1 ORDER BY id",
+        )?;
+        let mut addrs: Vec<Addr> = Vec::new();
+        let mut rows = st.query([pid])?;
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            if id != addrs.len() as i64 {
+                return Err(corrupt("its frames are not numbered in order"));
+            }
+            let value = r.get::<_, i64>(1)? as u64;
+            let a = match r.get::<_, i64>(2)? {
+                0 => Addr::native(value),
+                1 => Addr::python(value),
+                2 => addr_in(AddrSpace::PythonPtr, value),
+                _ => return Err(corrupt("a frame has an unknown address space")),
+            };
+            addrs.push(a);
+            let function: Option<i64> = r.get(3)?;
+            if function.is_some() {
+                let line: Option<i64> = r.get(5)?;
+                p.sites.instr.insert(
+                    a,
+                    InstrEntry {
+                        function: string(function)?,
+                        file: string(r.get(4)?)?,
+                        line: line.and_then(|l| u32::try_from(l).ok()),
+                        binary: string(r.get(6)?)?,
+                    },
+                );
+            }
+        }
+        drop(rows);
+
+        let mut nodes = Nodes::new();
+        let mut path = Vec::new();
+        let n_frames = addrs.len() as u64;
+        self.blocks(pid, "node", NODE_COLUMNS, |v, n| {
+            for i in 0..n {
+                let frame = v[n + i];
+                if frame >= n_frames {
+                    return Err(corrupt("a node names a frame it does not hold"));
+                }
+                nodes.push(v[i], frame as u32, &mut path).map_err(corrupt)?;
+            }
+            Ok(())
+        })?;
+        let node_stack = |node: i64, out: &mut Vec<u32>| -> Result<Vec<Addr>, StoreError> {
+            if node < 0 || node as usize >= nodes.len() {
+                return Err(corrupt("a stack names a node it does not hold"));
+            }
+            nodes.frames(node as u32, out);
+            Ok(out.iter().map(|&f| addrs[f as usize]).collect())
+        };
+        let ids: Option<Vec<String>> = self.section(pid, "stackIds")?;
+        let mut scratch = Vec::new();
+        let (mut node, mut id) = (0i64, 0i64);
+        let mut text = [0u8; 24];
+        self.blocks(pid, "stack", STACK_COLUMNS, |v, n| {
+            let col = |c: usize, i: usize| v[c * n + i];
+            let mut row = [0u64; STACK_COLUMNS - 2];
+            for i in 0..n {
+                node = node.wrapping_add(unzigzag(col(0, i)));
+                id = id.wrapping_add(unzigzag(col(1, i)));
+                for (k, cell) in row.iter_mut().enumerate() {
+                    *cell = col(k + 2, i);
+                }
+                let at = p.stacks.stats.len();
+                let stack_id = match &ids {
+                    Some(ids) => ids
+                        .get(at)
+                        .cloned()
+                        .ok_or_else(|| corrupt("it has fewer stack ids than stacks"))?,
+                    None => Addr::native(id as u64).format_into(&mut text).to_owned(),
+                };
+                p.stacks.stats.push(StackStat {
+                    stack: node_stack(node, &mut scratch)?,
+                    stack_id,
+                    infos: infos(&row),
+                });
+            }
+            Ok(())
+        })?;
+        p.stacks.count = stacks_count;
+        let mut node = 0i64;
+        self.blocks(pid, "leak", LEAK_COLUMNS, |v, n| {
+            for i in 0..n {
+                node = node.wrapping_add(unzigzag(v[i]));
+                p.leaks.push(Leak {
+                    stack: node_stack(node, &mut scratch)?,
+                    count: v[n + i],
+                    memory: v[2 * n + i],
+                });
+            }
+            Ok(())
+        })?;
+        Ok(p)
+    }
+}
+
+fn addr_in(space: AddrSpace, value: u64) -> Addr {
+    // Addr has no public constructor by space for this one: its text form.
+    format!("{}0x{value:x}", space.prefix())
+        .parse()
+        .unwrap_or(Addr::native(value))
+}
+
+fn mms(v: &[u64]) -> MinMaxSum {
+    MinMaxSum {
+        count: v[0],
+        min: v[1],
+        max: v[2],
+        sum: v[3],
+    }
+}
+
+fn undiff(d: u64, base: u64) -> u64 {
+    base.wrapping_add(unzigzag(d) as u64)
+}
+
+/// The inverse of `write::stack_row`.
+fn infos(v: &[u64]) -> StackInfos {
+    let alloc = mms(&v[3..7]);
+    let free = MinMaxSum {
+        count: undiff(v[7], alloc.count),
+        min: undiff(v[8], alloc.min),
+        max: undiff(v[9], alloc.max),
+        sum: undiff(v[10], alloc.sum),
+    };
+    let lifetime = MinMaxSum {
+        count: undiff(v[19], free.count),
+        min: v[20],
+        max: undiff(v[21], v[20]),
+        sum: v[22],
+    };
+    StackInfos {
+        count_zeros: unzigzag(v[0]),
+        max_alive_req: unzigzag(v[1]),
+        alive_req: unzigzag(v[2]),
+        alloc,
+        free,
+        mmap: mms(&v[11..15]),
+        munmap: mms(&v[15..19]),
+        lifetime,
+        global_peak: unzigzag(v[23]),
+        realloc_count: v[24],
+        realloc_sum_delta: unzigzag(v[25]),
+    }
+}

@@ -1,0 +1,326 @@
+//! Writing a store: processes added one by one, in one transaction.
+
+use crate::codec::{encode_columns, zigzag, BLOCK_ROWS};
+use crate::schema::{FORMAT, LEAK_COLUMNS, NODE_COLUMNS, SCHEMA, STACK_COLUMNS, VERSION};
+use crate::tree;
+use crate::StoreError;
+use heapledger_profile::{Addr, AddrSpace, MinMaxSum, Profile, StackInfos};
+use rusqlite::{params, Connection};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// A store being written. Nothing is visible until [`Writer::finish`].
+pub struct Writer {
+    conn: Connection,
+}
+
+/// What the store says of a process beside its profile.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessMeta {
+    /// The process `heapledger run` started (readers show it by default).
+    pub is_main: bool,
+    /// The profile stops at this checkpoint (sequence number, seconds
+    /// since the process started): the process was killed before its end.
+    pub checkpoint: Option<(u64, f64)>,
+}
+
+pub(crate) fn space_code(s: AddrSpace) -> i64 {
+    match s {
+        AddrSpace::Native => 0,
+        AddrSpace::Python => 1,
+        AddrSpace::PythonPtr => 2,
+    }
+}
+
+fn io(what: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError::Io(format!("{what}: {e}"))
+}
+
+impl Writer {
+    /// Creates the store at `path`, which must not exist yet (the caller's
+    /// temporary file, renamed once finished).
+    pub fn create(path: &Path) -> Result<Writer, StoreError> {
+        let conn = Connection::open(path).map_err(io("cannot create the database"))?;
+        // One transaction into a file nobody sees before it is renamed:
+        // no journal, no sync until the end.
+        conn.execute_batch(
+            "PRAGMA page_size = 16384; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;",
+        )
+        .map_err(io("cannot set up the database"))?;
+        conn.execute_batch("BEGIN")?;
+        conn.execute_batch(SCHEMA)?;
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('format', ?1), ('version', ?2), ('tool', ?3)",
+            params![
+                FORMAT,
+                VERSION.to_string(),
+                concat!("heapledger ", env!("CARGO_PKG_VERSION"))
+            ],
+        )?;
+        Ok(Writer { conn })
+    }
+
+    /// Adds one process's profile.
+    pub fn add_process(&mut self, p: &Profile, meta: ProcessMeta) -> Result<(), StoreError> {
+        let ext = p.heapledger.as_ref();
+        let pid = ext.map_or(0, |e| e.pid);
+        let c = &self.conn;
+
+        // Frames: the resolved addresses in `sites.instr`'s order, then
+        // any other address a stack holds.
+        let mut ids: HashMap<Addr, u32, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(p.sites.instr.len(), Default::default());
+        let mut unresolved: Vec<Addr> = Vec::new();
+        for a in p.sites.instr.keys() {
+            let n = ids.len() as u32;
+            ids.entry(*a).or_insert(n);
+        }
+        // Every stack's frames, outermost first, the leaks' after the
+        // stacks'; consecutive stacks share their outer frames, mostly,
+        // so the last address looked up is tried first.
+        let total: usize = p.stacks.iter().map(|s| s.stack.len()).sum::<usize>()
+            + p.leaks.iter().map(|l| l.stack.len()).sum::<usize>();
+        let mut frames: Vec<u32> = Vec::with_capacity(total);
+        let mut ends: Vec<usize> = Vec::with_capacity(p.stacks.len() + p.leaks.len());
+        let mut last = (Addr::NULL, u32::MAX);
+        let all = p
+            .stacks
+            .iter()
+            .map(|s| &s.stack)
+            .chain(p.leaks.iter().map(|l| &l.stack));
+        for stack in all {
+            for a in stack.iter().rev() {
+                let id = if last.0 == *a && last.1 != u32::MAX {
+                    last.1
+                } else {
+                    let n = ids.len() as u32;
+                    let id = *ids.entry(*a).or_insert_with(|| {
+                        unresolved.push(*a);
+                        n
+                    });
+                    last = (*a, id);
+                    id
+                };
+                frames.push(id);
+            }
+            ends.push(frames.len());
+        }
+        drop(ids);
+        let built = tree::build(&frames, &ends);
+        drop(frames);
+        let rows = built.rows;
+        let (stack_nodes, leak_nodes) = built.nodes.split_at(p.stacks.len());
+
+        {
+            let mut st = c.prepare("INSERT INTO string(pid, id, text) VALUES (?1, ?2, ?3)")?;
+            for (i, s) in p.sites.strings.iter().enumerate() {
+                st.execute(params![pid, i as i64, s])?;
+            }
+            let mut fr = c.prepare(
+                "INSERT INTO frame(pid, id, address, space, function, file, line, binary)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?;
+            let mut n = 0i64;
+            for (a, e) in &p.sites.instr {
+                fr.execute(params![
+                    pid,
+                    n,
+                    a.value() as i64,
+                    space_code(a.space()),
+                    e.function.0,
+                    e.file.0,
+                    e.line,
+                    e.binary.0
+                ])?;
+                n += 1;
+            }
+            for a in &unresolved {
+                fr.execute(params![
+                    pid,
+                    n,
+                    a.value() as i64,
+                    space_code(a.space()),
+                    None::<i64>,
+                    None::<i64>,
+                    None::<i64>,
+                    None::<i64>
+                ])?;
+                n += 1;
+            }
+        }
+
+        let mut blocks = c.prepare(
+            "INSERT INTO block(pid, kind, first, rows, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        let mut put_blocks = |kind: &str,
+                              columns: usize,
+                              n: usize,
+                              row: &mut dyn FnMut(usize, &mut [u64])|
+         -> Result<(), StoreError> {
+            let mut cells = vec![0u64; columns];
+            let mut first = 0;
+            while first < n {
+                let len = (n - first).min(BLOCK_ROWS);
+                let mut data = vec![0u64; len * columns];
+                for r in 0..len {
+                    row(first + r, &mut cells);
+                    for (k, v) in cells.iter().enumerate() {
+                        data[k * len + r] = *v;
+                    }
+                }
+                let blob = encode_columns(&data, columns)?;
+                blocks.execute(params![pid, kind, first as i64, len as i64, blob])?;
+                first += len;
+            }
+            Ok(())
+        };
+        put_blocks("node", NODE_COLUMNS, rows.len(), &mut |i, out| {
+            out[0] = rows[i].0;
+            out[1] = u64::from(rows[i].1);
+        })?;
+        let mut prev_node = 0i64;
+        let mut prev_id = 0i64;
+        let stats = &p.stacks.stats;
+        let stack_ids: Vec<Option<u64>> = stats.iter().map(|s| parse_hex(&s.stack_id)).collect();
+        if stack_ids.iter().any(Option::is_none) {
+            // Ids this store cannot hold as numbers (not a heapledger
+            // profile's): kept as they are.
+            let all: Vec<&str> = stats.iter().map(|s| s.stack_id.as_str()).collect();
+            put_section(c, pid, "stackIds", &all)?;
+        }
+        put_blocks("stack", STACK_COLUMNS, stats.len(), &mut |i, out| {
+            let node = i64::from(stack_nodes[i]);
+            out[0] = zigzag(node - prev_node);
+            prev_node = node;
+            let id = stack_ids[i].unwrap_or(0) as i64;
+            out[1] = zigzag(id.wrapping_sub(prev_id));
+            prev_id = id;
+            stack_row(&stats[i].infos, &mut out[2..]);
+        })?;
+        let mut prev_leak = 0i64;
+        put_blocks("leak", LEAK_COLUMNS, p.leaks.len(), &mut |i, out| {
+            let node = i64::from(leak_nodes[i]);
+            out[0] = zigzag(node - prev_leak);
+            prev_leak = node;
+            out[1] = p.leaks[i].count;
+            out[2] = p.leaks[i].memory;
+        })?;
+        drop(blocks);
+
+        put_section(c, pid, "run", &p.run)?;
+        put_section(c, pid, "config", &p.config)?;
+        put_section(c, pid, "maps", &p.sites.map)?;
+        put_section(c, pid, "timeline", &p.timeline)?;
+        put_section(c, pid, "scatter", &p.scatter)?;
+        put_section(c, pid, "threads", &p.threads)?;
+        put_section(c, pid, "memStats", &p.mem_stats)?;
+        put_section(c, pid, "globals", &p.globals)?;
+        put_section(c, pid, "domains", &p.domains)?;
+        put_section(c, pid, "stacksCount", &p.stacks.count)?;
+        if let Some(e) = ext {
+            put_section(c, pid, "heapledger", e)?;
+        }
+
+        let (allocs, bytes) = stats.iter().fold((0u64, 0u64), |(n, b), s| {
+            (
+                n.saturating_add(s.infos.alloc.count),
+                b.saturating_add(s.infos.alloc.sum),
+            )
+        });
+        let leaked: u64 = p.leaks.iter().map(|l| l.memory).sum();
+        c.execute(
+            "INSERT INTO process(pid, ppid, is_main, forked_from, exe, command, exit_code,
+                exit_signal, complete, checkpoint_seq, checkpoint_seconds, allocations,
+                allocated_bytes, peak_bytes, leaked_bytes, stacks, nodes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            params![
+                pid,
+                ext.map_or(0, |e| e.ppid),
+                meta.is_main,
+                ext.and_then(|e| e.forked_from),
+                p.run.exe,
+                p.run.command,
+                ext.and_then(|e| e.exit.code),
+                ext.and_then(|e| e.exit.signal),
+                meta.checkpoint.is_none(),
+                meta.checkpoint.map(|c| c.0 as i64),
+                meta.checkpoint.map(|c| c.1),
+                allocs as i64,
+                bytes as i64,
+                ext.map_or(0, |e| e.peak_requested) as i64,
+                leaked as i64,
+                stats.len() as i64,
+                rows.len() as i64
+            ],
+        )
+        .map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(f, _)
+                if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                StoreError::Io(format!("two processes with pid {pid}"))
+            }
+            e => e.into(),
+        })?;
+        Ok(())
+    }
+
+    /// Commits everything written.
+    pub fn finish(self) -> Result<(), StoreError> {
+        self.conn.execute_batch("COMMIT")?;
+        self.conn
+            .close()
+            .map_err(|(_, e)| StoreError::Io(e.to_string()))
+    }
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+fn mms(m: &MinMaxSum, out: &mut [u64]) {
+    out[0] = m.count;
+    out[1] = m.min;
+    out[2] = m.max;
+    out[3] = m.sum;
+}
+
+fn diff(a: u64, b: u64) -> u64 {
+    zigzag(a.wrapping_sub(b) as i64)
+}
+
+/// A stack's counters as 26 columns (after its node and id): the frees,
+/// and the lifetimes' count, as differences from what they mostly equal.
+fn stack_row(i: &StackInfos, out: &mut [u64]) {
+    out[0] = zigzag(i.count_zeros);
+    out[1] = zigzag(i.max_alive_req);
+    out[2] = zigzag(i.alive_req);
+    mms(&i.alloc, &mut out[3..7]);
+    out[7] = diff(i.free.count, i.alloc.count);
+    out[8] = diff(i.free.min, i.alloc.min);
+    out[9] = diff(i.free.max, i.alloc.max);
+    out[10] = diff(i.free.sum, i.alloc.sum);
+    mms(&i.mmap, &mut out[11..15]);
+    mms(&i.munmap, &mut out[15..19]);
+    out[19] = diff(i.lifetime.count, i.free.count);
+    out[20] = i.lifetime.min;
+    out[21] = diff(i.lifetime.max, i.lifetime.min);
+    out[22] = i.lifetime.sum;
+    out[23] = zigzag(i.global_peak);
+    out[24] = i.realloc_count;
+    out[25] = zigzag(i.realloc_sum_delta);
+}
+
+pub(crate) fn put_section<T: serde::Serialize + ?Sized>(
+    c: &Connection,
+    pid: u32,
+    name: &str,
+    value: &T,
+) -> Result<(), StoreError> {
+    let json = serde_json::to_vec(value).map_err(|e| StoreError::Io(e.to_string()))?;
+    let blob = zstd::bulk::compress(&json, 3).map_err(|e| StoreError::Io(e.to_string()))?;
+    c.execute(
+        "INSERT INTO section(pid, name, data) VALUES (?1, ?2, ?3)",
+        params![pid, name, blob],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! A profile written to the store reads back the same, field by field.
+
+use heapledger_profile::Profile;
+use heapledger_store::{ProcessMeta, Store, Writer};
+use std::path::Path;
+
+fn round_trip(p: &Profile, dir: &Path) -> Profile {
+    let path = dir.join("p.sqlite");
+    let mut w = Writer::create(&path).unwrap();
+    w.add_process(
+        p,
+        ProcessMeta {
+            is_main: true,
+            checkpoint: None,
+        },
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let s = Store::open(&path).unwrap();
+    let procs = s.processes().unwrap();
+    assert_eq!(procs.len(), 1);
+    s.profile(procs[0].pid).unwrap()
+}
+
+#[test]
+fn malts_own_sample_reads_back_unchanged() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
+    let p = Profile::from_path(&fixture).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let back = round_trip(&p, dir.path());
+    assert_eq!(back.stacks, p.stacks);
+    assert_eq!(back.leaks, p.leaks);
+    assert_eq!(back.sites, p.sites);
+    assert_eq!(back, p);
+}
+
+/// A large profile given by path (`HEAPLEDGER_STORE_PROFILE`), for measuring.
+#[test]
+fn a_given_profile_reads_back_unchanged() {
+    let Some(path) = std::env::var_os("HEAPLEDGER_STORE_PROFILE") else {
+        return;
+    };
+    let t = std::time::Instant::now();
+    let p = Profile::from_path(Path::new(&path)).unwrap();
+    eprintln!("json read {:?}", t.elapsed());
+    let dir = tempfile::tempdir().unwrap();
+    let t = std::time::Instant::now();
+    let path = dir.path().join("p.sqlite");
+    let mut w = Writer::create(&path).unwrap();
+    w.add_process(
+        &p,
+        ProcessMeta {
+            is_main: true,
+            checkpoint: None,
+        },
+    )
+    .unwrap();
+    w.finish().unwrap();
+    eprintln!(
+        "store write {:?}, {} bytes",
+        t.elapsed(),
+        std::fs::metadata(&path).unwrap().len()
+    );
+    let t = std::time::Instant::now();
+    let s = Store::open(&path).unwrap();
+    let back = s.profile(s.processes().unwrap()[0].pid).unwrap();
+    eprintln!("store read {:?}", t.elapsed());
+    assert!(back == p);
+    if let Some(keep) = std::env::var_os("HEAPLEDGER_STORE_KEEP") {
+        std::fs::copy(&path, keep).unwrap();
+    }
+}

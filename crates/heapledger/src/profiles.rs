@@ -1,0 +1,247 @@
+//! Opening a profile for a reader: a profile store (what `run` writes), of
+//! which one process or all of them merged, or a JSON profile in MALT's
+//! layout (written by `export --format malt`, by heapledger before the
+//! store, or by MALT itself), read as it is.
+
+use anyhow::{anyhow, bail, Result};
+use heapledger_profile::{Addr, InstrEntry, Profile, StringTable};
+use heapledger_store::{ProcessInfo, Store};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Which process of a store a reader shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pick {
+    /// The process `run` started.
+    #[default]
+    Main,
+    Pid(u32),
+    /// Every process, merged into one profile.
+    All,
+}
+
+/// A profile to show, and the store's other processes.
+pub struct Opened {
+    pub profile: Profile,
+    /// The store's processes not shown (empty for a JSON profile, and with
+    /// `--all`).
+    pub others: Vec<ProcessInfo>,
+    /// Processes merged (`--all`), 1 otherwise.
+    pub merged: usize,
+    /// The checkpoint the shown profile stops at (sequence, seconds), where
+    /// the process was killed.
+    pub checkpoint: Option<(u64, f64)>,
+}
+
+/// Opens `path` and picks what to show.
+pub fn open(path: &Path, pick: Pick) -> Result<Opened> {
+    let head = first_bytes(path);
+    if !heapledger_store::is_sqlite(&head) {
+        if pick != Pick::Main {
+            // A JSON profile holds one process.
+            let p = Profile::from_path(path)?;
+            let pid = p.heapledger.as_ref().map(|e| e.pid);
+            if let Pick::Pid(want) = pick {
+                if pid != Some(want) {
+                    bail!("`{}` holds no process {want}", path.display());
+                }
+            }
+            return Ok(one(p));
+        }
+        return Ok(one(Profile::from_path(path)?));
+    }
+    let named = |e: heapledger_store::StoreError| anyhow!("`{}` {e}", path.display());
+    let store = Store::open(path).map_err(named)?;
+    let procs = store.processes().map_err(named)?;
+    let check = |p: Profile| -> Result<Profile> {
+        heapledger_profile::check_values(&p)
+            .map_err(|d| anyhow!("profile `{}` is damaged: {d}", path.display()))?;
+        Ok(p)
+    };
+    let main = procs.iter().find(|p| p.is_main).or(procs.first()).cloned();
+    let Some(main) = main else {
+        bail!("`{}` holds no process", path.display());
+    };
+    match pick {
+        Pick::All => {
+            let mut profiles = Vec::with_capacity(procs.len());
+            for p in &procs {
+                profiles.push(check(store.profile(p.pid).map_err(named)?)?);
+            }
+            let merged = profiles.len();
+            Ok(Opened {
+                profile: merge(profiles),
+                others: Vec::new(),
+                merged,
+                checkpoint: None,
+            })
+        }
+        Pick::Main | Pick::Pid(_) => {
+            let want = match pick {
+                Pick::Pid(p) => procs.iter().find(|i| i.pid == p).cloned().ok_or_else(|| {
+                    let pids: Vec<String> = procs.iter().map(|p| p.pid.to_string()).collect();
+                    anyhow!(
+                        "`{}` holds no process {p} (its processes: {})",
+                        path.display(),
+                        pids.join(", ")
+                    )
+                })?,
+                _ => main,
+            };
+            let profile = check(store.profile(want.pid).map_err(named)?)?;
+            Ok(Opened {
+                profile,
+                others: procs.into_iter().filter(|p| p.pid != want.pid).collect(),
+                merged: 1,
+                checkpoint: want.checkpoint,
+            })
+        }
+    }
+}
+
+fn one(profile: Profile) -> Opened {
+    Opened {
+        profile,
+        others: Vec::new(),
+        merged: 1,
+        checkpoint: None,
+    }
+}
+
+fn first_bytes(path: &Path) -> Vec<u8> {
+    use std::io::Read;
+    // Only a regular file is opened (a FIFO would block); the JSON reader
+    // says what else it is.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
+    let mut head = vec![0u8; 16];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    head.truncate(n);
+    head
+}
+
+/// The line that lists a store's other processes, under a reader's output.
+pub fn others_line(path: &Path, others: &[ProcessInfo]) -> Option<String> {
+    if others.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 8;
+    let mut names: Vec<String> = others
+        .iter()
+        .take(SHOWN)
+        .map(|p| format!("{} ({})", p.exe, p.pid))
+        .collect();
+    if others.len() > SHOWN {
+        names.push(format!("{} more", others.len() - SHOWN));
+    }
+    Some(format!(
+        "{} other process{} in {}: {} (--pid PID shows one, --all all of them merged)",
+        others.len(),
+        if others.len() == 1 { "" } else { "es" },
+        path.display(),
+        names.join(", ")
+    ))
+}
+
+/// Several processes' profiles as one: their stacks, leaks and threads
+/// side by side (a frame that means something else in another process
+/// gets an address of its own), their totals and peaks added up (the
+/// processes' peaks need not have come at the same moment: their sum is
+/// what they could have held at once).
+pub fn merge(mut profiles: Vec<Profile>) -> Profile {
+    if profiles.len() <= 1 {
+        return profiles
+            .pop()
+            .unwrap_or_else(|| Profile::new(heapledger_profile::Run::new("heapledger", "", "")));
+    }
+    let mut rest = profiles.split_off(1);
+    let mut base = profiles.pop().expect("one profile");
+    let mut strings = StringTable::from_strings(std::mem::take(&mut base.sites.strings));
+    // Synthetic addresses for frames that clash, above any user address.
+    let mut next_synthetic: u64 = 0xffff_8000_0000_0000;
+    let count = rest.len() + 1;
+    for p in rest.drain(..) {
+        let s = |id: heapledger_profile::StringId| {
+            p.sites
+                .strings
+                .get(id.index())
+                .map_or(heapledger_profile::UNKNOWN, String::as_str)
+        };
+        let mut remap: HashMap<Addr, Addr> = HashMap::new();
+        for (a, e) in &p.sites.instr {
+            let entry = InstrEntry {
+                file: strings.intern(s(e.file)),
+                function: strings.intern(s(e.function)),
+                line: e.line,
+                binary: strings.intern(s(e.binary)),
+            };
+            match base.sites.instr.get(a) {
+                Some(have) if *have == entry => {}
+                Some(_) => {
+                    let new = Addr::native(next_synthetic);
+                    next_synthetic += 1;
+                    base.sites.instr.insert(new, entry);
+                    remap.insert(*a, new);
+                }
+                None => {
+                    base.sites.instr.insert(*a, entry);
+                }
+            }
+        }
+        let map = |a: &Addr| remap.get(a).copied().unwrap_or(*a);
+        for mut st in p.stacks.stats {
+            st.stack.iter_mut().for_each(|a| *a = map(a));
+            base.stacks.stats.push(st);
+        }
+        for mut l in p.leaks {
+            l.stack.iter_mut().for_each(|a| *a = map(a));
+            base.leaks.push(l);
+        }
+        base.threads.extend(p.threads);
+        for (size, n) in p.mem_stats.size_map {
+            *base.mem_stats.size_map.entry(size).or_default() += n;
+        }
+        base.mem_stats.realloc_jump.extend(p.mem_stats.realloc_jump);
+        base.run.runtime = base.run.runtime.max(p.run.runtime);
+        if let (Some(b), Some(e)) = (base.heapledger.as_mut(), p.heapledger.as_ref()) {
+            b.peak_requested += e.peak_requested;
+            b.peak_rss += e.peak_rss;
+            b.peak_virtual += e.peak_virtual;
+            b.internal_memory += e.internal_memory;
+            b.internal_memory_peak += e.internal_memory_peak;
+            b.truncated_stacks += e.truncated_stacks;
+            b.unrecorded_events += e.unrecorded_events;
+            b.unknown_frees += e.unknown_frees;
+            for (a, frames) in &e.inlined {
+                let frames = frames
+                    .iter()
+                    .map(|f| heapledger_profile::InlineFrame {
+                        function: strings.intern(s(f.function)),
+                        file: strings.intern(s(f.file)),
+                        line: f.line,
+                    })
+                    .collect();
+                b.inlined.insert(map(a), frames);
+            }
+        }
+    }
+    base.sites.strings = strings.into_strings();
+    base.stacks.count = base.stacks.stats.len() as u64;
+    base.leaks.sort_by_key(|l| std::cmp::Reverse(l.memory));
+    base.run.command = format!(
+        "{} processes merged, the first: {}",
+        count, base.run.command
+    );
+    if let Some(e) = base.heapledger.as_mut() {
+        e.runtime_leaks = Vec::new();
+    }
+    let runtime = heapledger_profile::runtime::classify_leaks(&base);
+    if let Some(e) = base.heapledger.as_mut() {
+        e.runtime_leaks = runtime;
+    }
+    base.fill_malt_totals();
+    base
+}

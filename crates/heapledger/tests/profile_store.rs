@@ -1,0 +1,207 @@
+//! The profile store (issue 30): one file per run holding every process,
+//! read by every reader; damaged or foreign stores refused in one line.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+fn heapledger(dir: &Scratch, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(args)
+        .current_dir(dir.join(""))
+        .output()
+        .expect("cannot run heapledger");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A shell that runs the test program twice: three processes, one file.
+#[test]
+fn one_run_gives_one_file_with_every_process() {
+    let dir = Scratch::new("store-run");
+    let exe = dir.join("basic");
+    compile("cc", &["basic.c"], SITE_FLAGS, &exe);
+    let script = format!("{0} && {0}", exe.display());
+    let (code, _, err) = heapledger(&dir, &["run", "--", "sh", "-c", &script]);
+    assert_eq!(code, Some(0), "{err}");
+    let files: Vec<String> = std::fs::read_dir(dir.join(""))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("heapledger-"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file = &files[0];
+    assert!(file.ends_with(".sqlite"), "{file}");
+    assert!(
+        err.contains("2 more processes in the profile: basic ("),
+        "{err}"
+    );
+
+    // The main process by default, the others listed in one line.
+    let (code, out, err) = heapledger(&dir, &["report", file]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("Program          sh -c"), "{out}");
+    let others: Vec<&str> = err.lines().collect();
+    assert_eq!(others.len(), 1, "{err}");
+    assert!(others[0].contains("2 other processes"), "{err}");
+
+    // One of them by pid: the test program, whose numbers are exact.
+    let pid: String = others[0]
+        .split("basic (")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let (code, out, err) = heapledger(&dir, &["report", file, "--pid", &pid]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("pid {pid}")), "{out}");
+    assert!(out.contains("basic"), "{out}");
+    let json = dir.join("child.json");
+    let (code, _, err) = heapledger(
+        &dir,
+        &[
+            "export",
+            file,
+            "--pid",
+            &pid,
+            "--format",
+            "malt",
+            "-o",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let p = heapledger_profile::Profile::from_path(&json).unwrap();
+    let line = site_line("basic.c", "small");
+    let small = site(&p, "alloc_small", line);
+    assert!(
+        small.alloc.count > 0,
+        "no alloc_small in the child's profile"
+    );
+
+    // All of them merged: twice the child's allocations at that site.
+    let all = dir.join("all.json");
+    let (code, _, err) = heapledger(
+        &dir,
+        &[
+            "export",
+            file,
+            "--all",
+            "--format",
+            "malt",
+            "-o",
+            all.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let merged = heapledger_profile::Profile::from_path(&all).unwrap();
+    let both = site(&merged, "alloc_small", line);
+    assert_eq!(both.alloc.count, 2 * small.alloc.count);
+    assert_eq!(both.alloc.sum, 2 * small.alloc.sum);
+    assert!(
+        merged.run.command.starts_with("3 processes merged"),
+        "{}",
+        merged.run.command
+    );
+
+    // No such process: one line that lists those there are.
+    let (code, _, err) = heapledger(&dir, &["tree", file, "--pid", "1"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("holds no process 1 (its processes: "), "{err}");
+}
+
+/// Every reader on `file` fails with one line naming it and saying `words`.
+fn refused(dir: &Scratch, file: &Path, words: &[&str]) {
+    let f = file.to_str().unwrap();
+    for args in [
+        vec!["report", f],
+        vec!["tree", f],
+        vec!["export", "--format", "malt", "-o", "out.json", f],
+    ] {
+        let (code, out, err) = heapledger(dir, &args);
+        assert!(matches!(code, Some(c) if c != 0), "{args:?}: {code:?}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(out, "");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let name = file.file_name().unwrap().to_string_lossy();
+        assert!(err.contains(name.as_ref()), "{err}");
+        for w in words {
+            assert!(err.contains(w), "{args:?}: does not say `{w}`: {err}");
+        }
+        assert!(!dir.join("out.json").exists());
+    }
+}
+
+#[test]
+fn damaged_and_foreign_stores_are_refused_in_one_line() {
+    let dir = Scratch::new("store-bad");
+    let exe = dir.join("basic");
+    compile("cc", &["basic.c"], SITE_FLAGS, &exe);
+    let good = dir.join("good.sqlite");
+    let o = heapledger_run("dwarf", &good, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&good).unwrap();
+
+    // Cut short: SQLite sees a damaged database.
+    let cut = dir.join("cut.sqlite");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    refused(&dir, &cut, &["damaged"]);
+
+    // Another program's database.
+    let foreign = dir.join("foreign.sqlite");
+    let c = rusqlite::Connection::open(&foreign).unwrap();
+    c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    drop(c);
+    refused(&dir, &foreign, &["not a heapledger profile"]);
+
+    // A later version of the store.
+    let newer = dir.join("newer.sqlite");
+    std::fs::write(&newer, &bytes).unwrap();
+    let c = rusqlite::Connection::open(&newer).unwrap();
+    c.execute("UPDATE meta SET value = '99' WHERE key = 'version'", [])
+        .unwrap();
+    drop(c);
+    refused(&dir, &newer, &["version 99", "re-record"]);
+
+    // A block whose bytes were overwritten.
+    let block = dir.join("block.sqlite");
+    std::fs::write(&block, &bytes).unwrap();
+    let c = rusqlite::Connection::open(&block).unwrap();
+    c.execute(
+        "UPDATE block SET data = x'28b52ffd0000' WHERE kind = 'stack'",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    refused(&dir, &block, &["damaged"]);
+
+    // The good one reads.
+    let (code, out, err) = heapledger(&dir, &["report", good.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("basic"), "{out}");
+}
+
+/// A JSON profile (MALT's layout, as heapledger wrote before the store and
+/// `export --format malt` writes now) is read as it is.
+#[test]
+fn a_json_profile_still_reads() {
+    let dir = Scratch::new("store-json");
+    let exe = dir.join("basic");
+    compile("cc", &["basic.c"], SITE_FLAGS, &exe);
+    let (p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let (code, a, err) = heapledger(&dir, &["report", "p.json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, b, err) = heapledger(&dir, &["report", "p.sqlite"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(a, b);
+    assert!(!p.stacks.is_empty());
+}
