@@ -218,14 +218,14 @@ pub fn run_once(
         Tool::Heapledger(stack) => {
             cmd = Command::new(&tools.heapledger);
             cmd.args(["run", "-q", "-o"])
-                .arg(tools.scratch.join("hl.json"))
+                .arg(tools.scratch.join("hl.sqlite"))
                 .args(["--stack", stack.arg(), "--"])
                 .arg(&p.exe);
         }
         Tool::HeapledgerSampled => {
             cmd = Command::new(&tools.heapledger);
             cmd.args(["run", "-q", "-o"])
-                .arg(tools.scratch.join("hl.json"))
+                .arg(tools.scratch.join("hl.sqlite"))
                 .arg("--sample-every")
                 .arg(SAMPLE_EVERY.to_string())
                 .arg("--")
@@ -264,7 +264,7 @@ pub fn run_once(
         // recorded nothing would look fast.
         let want = match tool {
             Tool::Plain | Tool::Forward | Tool::Count => None,
-            Tool::Heapledger(_) | Tool::HeapledgerSampled => Some("hl.json"),
+            Tool::Heapledger(_) | Tool::HeapledgerSampled => Some("hl.sqlite"),
             Tool::Recorder => Some(""),
             Tool::Heaptrack => Some("ht."),
         };

@@ -8,6 +8,8 @@ use heapledger_analysis::calltree::{
 use heapledger_profile::{Addr, Profile};
 use std::io::Write;
 
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Which per-stack number weighs a stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Metric {
@@ -75,18 +77,33 @@ fn routines_of(p: &Profile, addr: Addr, by_line: bool, out: &mut Vec<String>) {
 pub fn samples(p: &Profile, metric: Metric, by_line: bool) -> Result<Samples> {
     let mut samples = Samples::new();
     let mut names = Vec::new();
+    // Each address's routines (its inline chain, outermost first), named
+    // and interned once: a million stacks hold a few thousand addresses.
+    let mut routines: HashMap<Addr, (u32, u32)> = HashMap::default();
+    let mut flat: Vec<heapledger_analysis::calltree::RoutineId> = Vec::new();
+    let mut frames = Vec::new();
+    let mut no_stack = None;
     let mut push = |stack: &[Addr], weight: u64, samples: &mut Samples| -> Result<()> {
         if weight == 0 {
             return Ok(());
         }
-        names.clear();
+        frames.clear();
         for &a in stack.iter().rev() {
-            routines_of(p, a, by_line, &mut names);
+            let (at, len) = *routines.entry(a).or_insert_with(|| {
+                names.clear();
+                routines_of(p, a, by_line, &mut names);
+                let at = flat.len() as u32;
+                for n in &names {
+                    flat.push(samples.intern(n));
+                }
+                (at, names.len() as u32)
+            });
+            frames.extend_from_slice(&flat[at as usize..(at + len) as usize]);
         }
-        if names.is_empty() {
-            names.push("[no stack]".to_owned());
+        if frames.is_empty() {
+            frames.push(*no_stack.get_or_insert_with(|| samples.intern("[no stack]")));
         }
-        samples.push_names(names.iter(), weight)?;
+        samples.push(&frames, weight)?;
         Ok(())
     };
     match metric {
