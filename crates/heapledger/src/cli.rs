@@ -107,7 +107,7 @@ enum Command {
         /// The format to write.
         #[arg(long, value_enum)]
         format: crate::export::Format,
-        /// Where to write it (default: <profile stem>.json for malt,
+        /// Where to write it (default: <profile stem>.malt.json for malt,
         /// callgrind.out.<profile stem> for callgrind).
         #[arg(short, long)]
         output: Option<PathBuf>,

@@ -20,7 +20,9 @@ impl Format {
             .file_stem()
             .map_or_else(|| "profile".into(), |s| s.to_string_lossy().into_owned());
         match self {
-            Format::Malt => PathBuf::from(format!("{stem}.json")),
+            // Never the profile's own name (an exported JSON profile
+            // read again).
+            Format::Malt => PathBuf::from(format!("{stem}.malt.json")),
             Format::Callgrind => PathBuf::from(format!("callgrind.out.{stem}")),
         }
     }

@@ -159,6 +159,23 @@ pub fn write_whole_with(
     result
 }
 
+/// Writes the profile store of a run (the main process first), whole or
+/// not at all; the error names the path.
+pub fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Result<()> {
+    write_whole_with(path, |file, tmp| {
+        drop(file);
+        let mut w = heapledger_store::Writer::create(tmp).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for (i, p) in profiles.iter().enumerate() {
+            let meta = heapledger_store::ProcessMeta {
+                is_main: i == 0,
+                checkpoint: None,
+            };
+            w.add_process(p, meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        w.finish().map_err(|e| anyhow::anyhow!("{e}"))
+    })
+}
+
 /// Whether `path` is a plain file with more than one name (a hard link).
 fn has_other_names(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;

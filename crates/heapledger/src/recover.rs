@@ -119,15 +119,33 @@ pub fn recover(out_dir: &Path) -> Result<u8> {
         let read = crate::dumps::read_dumps(&l.dir, &[])
             .with_context(|| format!("cannot read {}", l.dir.display()))?;
         failed |= read.unreadable;
-        for d in &read.dumps {
+        // One store per interrupted run, named after its first process
+        // (the one whose parent is none of the others).
+        let pids: Vec<u32> = read.dumps.iter().map(|d| d.pid).collect();
+        let root = read
+            .dumps
+            .iter()
+            .position(|d| !pids.contains(&d.ppid))
+            .unwrap_or(0);
+        let mut profiles: Vec<heapledger_profile::Profile> = Vec::new();
+        let mut order: Vec<usize> = (0..read.dumps.len()).collect();
+        order.sort_by_key(|&i| i != root);
+        for &i in &order {
             // How it ended is unknown: heapledger was not there to see it.
-            let profile = crate::convert::to_profile(d, &ProcessEnd::default(), &symbols);
+            profiles.push(crate::convert::to_profile(
+                &read.dumps[i],
+                &ProcessEnd::default(),
+                &symbols,
+            ));
+        }
+        if let Some(&first) = order.first() {
+            let d = &read.dumps[first];
             let path = out_dir.join(format!(
-                "heapledger-{}-{}.json",
+                "heapledger-{}-{}.sqlite",
                 crate::dumps::exe_name(d),
                 d.pid
             ));
-            crate::output::write_whole(&path, |f| Ok(profile.write_to(f)?))?;
+            crate::output::write_store(&profiles, &path)?;
             eprintln!("heapledger: profile written to {}", path.display());
         }
         if std::fs::remove_dir(&l.dir).is_ok() {

@@ -283,23 +283,6 @@ fn clear_old_children(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// Writes the profile store of a run (the main process first), whole or
-/// not at all; the error names the path.
-fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Result<()> {
-    crate::output::write_whole_with(path, |file, tmp| {
-        drop(file);
-        let mut w = heapledger_store::Writer::create(tmp).map_err(|e| anyhow::anyhow!("{e}"))?;
-        for (i, p) in profiles.iter().enumerate() {
-            let meta = heapledger_store::ProcessMeta {
-                is_main: i == 0,
-                checkpoint: None,
-            };
-            w.add_process(p, meta).map_err(|e| anyhow::anyhow!("{e}"))?;
-        }
-        w.finish().map_err(|e| anyhow::anyhow!("{e}"))
-    })
-}
-
 /// Writes a profile whole or not at all; the error names the path.
 fn write_profile(profile: &heapledger_profile::Profile, path: &Path) -> Result<()> {
     // `write_to` buffers (1 MiB) itself.
@@ -532,7 +515,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
                     }
                 }
             } else {
-                write_store(&profiles, &out)?;
+                crate::output::write_store(&profiles, &out)?;
                 crate::output::main_written(&out);
             }
             Ok::<(), anyhow::Error>(())

@@ -244,7 +244,15 @@ fn an_interrupted_runs_data_is_found_and_recovered() {
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let profiles = named(&recovered, "heapledger-hello-");
     assert_eq!(profiles.len(), 1, "{}", o.stderr);
-    let p = load_profile(&profiles[0]);
+    let json = tmp.join("recovered.json");
+    let e = Command::new(heapledger())
+        .args(["export", "--format", "malt", "-o"])
+        .arg(&json)
+        .arg(&profiles[0])
+        .output()
+        .unwrap();
+    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    let p = load_profile(&json);
     assert!(alloc_calls(&p) > 0);
     assert!(!left.exists(), "the raw data is still there");
     assert!(o.stderr.contains("removed"), "{}", o.stderr);
