@@ -5,7 +5,7 @@ use super::file::FileSink;
 use crate::base::clock::{self, now_ns};
 use crate::base::{arena, config, degrade, phase};
 use crate::data::counters;
-use crate::data::counters::{PerStack, PEAK_TICKS, UNRECORDED};
+use crate::data::counters::{Full, Histogram, SizeHistogram, StackMap, PEAK_TICKS, UNRECORDED};
 use crate::data::{live, modules, stacks};
 use crate::process::unhooked;
 use crate::thread::state;
@@ -123,70 +123,28 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         e.bytes(by);
     }
 
-    // Merge every thread's counters.
+    // Every thread's counters: the largest table is read in place, the
+    // others merged beside it (a copy of them all would double the
+    // recorder's memory for a program of many stacks).
     let epoch = counters::peak();
-    // Without memory for them (see `base::degrade`), no stack is written.
-    let mut n = stacks::count() as usize;
-    let mut merged = Vec::new();
-    if merged.try_reserve_exact(n).is_err() {
-        n = 0;
-    }
-    merged.resize(
-        n,
-        PerStack {
-            epoch,
-            ..Default::default()
-        },
-    );
-    let mut sizes = counters::SizeHistogram::new();
-    let mut jumps = counters::Histogram::new();
-    let mut unknown_frees = 0;
-    let mut truncated = 0;
-    // (thread number, memory operations, per-function (count, sum, ticks))
-    type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
-    let mut threads: Vec<ThreadRow> = Vec::new();
-    // (threads merged, memory operations, per function) of state::FOLDED
-    let mut folded: Option<ThreadRow> = None;
-    state::for_each_state(|s| {
-        for (id, ps) in s.stacks.iter() {
-            if let Some(m) = merged.get_mut(id as usize) {
-                m.absorb(ps, epoch);
-            }
-        }
-        sizes.absorb(&s.sizes);
-        jumps.absorb(&s.jumps);
-        unknown_frees += s.unknown_frees;
-        truncated += s.truncated;
-        if s.number < state::SPARE {
-            let (ops, stats) = s.totals();
-            threads.push((s.number, ops, stats));
-        } else if s.number == state::FOLDED {
-            folded = Some((s.merged, s.mem_ops, s.stats));
-        }
+    let n = stacks::count() as usize;
+    let stackless = cfg.stack_mode == heapledger_wire::StackMode::None;
+    let g = state::with_states(|states| {
+        let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
+        let g = gather(states, epoch, base);
+        let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
+        write_stacks(e, &maps, epoch, stackless);
+        g
     });
-    if cfg.stack_mode == heapledger_wire::StackMode::None {
-        // Every block was the empty stack's (the hooks skip its maxima, see
-        // `hooks::alloc::stackless`): its bytes at the peak and its highest are the
-        // process's peak.
-        if let Some(m) = merged.get_mut(0) {
-            let peak = epoch;
-            m.at_peak = peak as i64;
-            m.epoch = epoch;
-            stacks::entry(0).max_alive.store(peak, Ordering::Relaxed);
-        }
-    }
-    // Each stack is written against the one before (they share outer frames).
-    let mut prev: &[u64] = &[];
-    for (id, m) in merged.iter().enumerate() {
-        if m.t.is_empty() {
-            continue;
-        }
-        let entry = stacks::entry(id as u32);
-        let frames = stacks::frames(entry);
-        e.stack(id as u64, frames, prev);
-        prev = frames;
-        e.stack_counters(id as u64, &m.wire_counters(id as u32, epoch));
-    }
+    let Gathered {
+        mut threads,
+        folded,
+        sizes,
+        jumps,
+        unknown_frees,
+        truncated,
+        ..
+    } = g;
     threads.sort_by_key(|t| t.0);
     let rows = threads.iter().map(|r| (Tag::Thread, r));
     for (tag, (first, ops, stats)) in rows.chain(folded.iter().map(|r| (Tag::EndedThreads, r))) {
@@ -212,6 +170,7 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
     }
     // Leaks: blocks still alive, grouped by stack.
     let mut leaks: Vec<(u64, u64)> = Vec::new();
+    // (Without memory for them, no leak is written.)
     if leaks.try_reserve_exact(n).is_ok() {
         leaks.resize(n, (0, 0));
     }
@@ -253,4 +212,97 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         e.degraded(&d);
     }
     e.tag(Tag::End);
+}
+
+/// (thread number, memory operations, per-function (count, sum, ticks))
+type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
+
+/// What the dump takes from the thread states.
+pub(super) struct Gathered {
+    /// Counters of the stacks, merged from the states but the one left to
+    /// be read in place.
+    pub(super) merged: StackMap,
+    pub(super) sizes: SizeHistogram,
+    pub(super) jumps: Histogram,
+    pub(super) unknown_frees: u64,
+    pub(super) truncated: u64,
+    pub(super) threads: Vec<ThreadRow>,
+    /// (threads merged, memory operations, per function) of state::FOLDED
+    pub(super) folded: Option<ThreadRow>,
+}
+
+/// Merges the states' counters (those of `states[skip]`'s stacks left
+/// out: the caller reads them in place).
+pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<usize>) -> Gathered {
+    let mut g = Gathered {
+        merged: StackMap::new(),
+        sizes: SizeHistogram::new(),
+        jumps: Histogram::new(),
+        unknown_frees: 0,
+        truncated: 0,
+        threads: Vec::new(),
+        folded: None,
+    };
+    for (i, s) in states.iter().enumerate() {
+        if Some(i) != skip && !s.stacks.is_empty() {
+            for (id, at) in s.stacks.iter() {
+                // (Without memory, the rest is lost: recording stopped.)
+                g.merged.absorb(id, &s.stacks.full(at), epoch);
+            }
+        }
+        g.sizes.absorb(&s.sizes);
+        g.jumps.absorb(&s.jumps);
+        g.unknown_frees += s.unknown_frees;
+        g.truncated += s.truncated;
+        if s.number < state::SPARE {
+            let (ops, stats) = s.totals();
+            if g.threads.try_reserve(1).is_ok() {
+                g.threads.push((s.number, ops, stats));
+            }
+        } else if s.number == state::FOLDED {
+            g.folded = Some((s.merged, s.mem_ops, s.stats));
+        }
+    }
+    g
+}
+
+/// Writes every stack with counters, in order of id, its counters summed
+/// over `maps`. Each stack is written against the one before (they share
+/// outer frames).
+pub(super) fn write_stacks(
+    e: &mut Encoder<FileSink>,
+    maps: &[Option<&StackMap>],
+    epoch: u64,
+    stackless: bool,
+) {
+    let mut prev: &[u64] = &[];
+    for id in 0..stacks::count() {
+        let mut sum: Option<Full> = None;
+        for m in maps.iter().flatten() {
+            if let Some(at) = m.find(id) {
+                let f = m.full(at);
+                match sum.as_mut() {
+                    None => sum = Some(f),
+                    Some(s) => s.absorb(&f, epoch),
+                }
+            }
+        }
+        let Some(mut m) = sum else { continue };
+        if stackless && id == 0 {
+            // Every block was the empty stack's (the hooks skip its maxima,
+            // see `hooks::alloc::stackless`): its bytes at the peak and its
+            // highest are the process's peak.
+            m.at_peak = epoch as i64;
+            m.epoch = epoch;
+            stacks::entry(0).max_alive.store(epoch, Ordering::Relaxed);
+        }
+        if m.t.is_empty() {
+            continue;
+        }
+        let entry = stacks::entry(id);
+        let frames = stacks::frames(entry);
+        e.stack(id as u64, frames, prev);
+        prev = frames;
+        e.stack_counters(id as u64, &m.wire_counters(id, epoch));
+    }
 }
