@@ -29,6 +29,9 @@ pub struct ThreadState {
     pub mem_ops: u64,
     /// True while this thread is inside a hook (the dump waits for it).
     pub busy: AtomicBool,
+    /// Set while a checkpoint reads the thread's tables: the thread waits
+    /// at the door of its hooks (`freeze.rs`).
+    pub frozen: AtomicBool,
     /// Set in `--sample-every` mode.
     pub sampler: Option<sampler::Sampler>,
     /// Per function (`AllocFn` order): calls, bytes requested, estimated ticks.
@@ -213,6 +216,7 @@ impl ThreadState {
         let mut s = ThreadState {
             number,
             busy: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
             stats: [(0, 0, 0); AllocFn::COUNT],
             mem_ops: 0,
             calls: 0,
@@ -357,6 +361,29 @@ pub fn with_states<R>(f: impl FnOnce(&[&ThreadState]) -> R) -> R {
         }
     }
     f(&all)
+}
+
+/// A number that changes when any thread makes a memory operation (their
+/// sum), read without holding the threads (a checkpoint's test for change).
+pub fn activity() -> u64 {
+    let Some(reg) = REGISTRY.try_lock_for(1000) else {
+        return 0;
+    };
+    let mut sum = 0u64;
+    let mut p = reg.head;
+    while !p.is_null() {
+        // SAFETY: registered states are never freed.
+        let s = unsafe { &*p };
+        sum = sum.wrapping_add(s.totals().0);
+        p = s.next;
+    }
+    for s in [reg.retired.as_deref(), reg.folded.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        sum = sum.wrapping_add(s.mem_ops);
+    }
+    sum
 }
 
 pub fn new_orphan() -> Box<ThreadState> {

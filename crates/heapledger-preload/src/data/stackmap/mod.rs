@@ -452,6 +452,23 @@ impl StackMap {
         }
     }
 
+    /// A copy (a checkpoint's, of a thread's table: three copies of
+    /// memory, not an insert per entry); None when memory ran out.
+    pub fn try_clone(&self) -> Option<StackMap> {
+        fn copy<T: Copy>(v: &[T]) -> Option<Vec<T>> {
+            let mut out = Vec::new();
+            out.try_reserve_exact(v.len()).ok()?;
+            out.extend_from_slice(v);
+            Some(out)
+        }
+        Some(StackMap {
+            slots: copy(&self.slots)?,
+            vals: copy(&self.vals)?,
+            rare: copy(&self.rare)?,
+            recent: self.recent,
+        })
+    }
+
     /// (id, position) of every entry, in order of first use.
     pub fn iter(&self) -> impl Iterator<Item = (StackId, usize)> + '_ {
         self.vals.iter().enumerate().map(|(at, ps)| (ps.id, at))

@@ -8,11 +8,11 @@ use crate::data::counters;
 use crate::data::counters::{Full, Histogram, SizeHistogram, StackMap, PEAK_TICKS, UNRECORDED};
 use crate::data::{live, modules, stacks};
 use crate::process::unhooked;
-use crate::thread::state;
+use crate::thread::{freeze, state};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-use heapledger_wire::{Encoder, Globals, Tag, VERSION};
+use heapledger_wire::{Checkpoint, Encoder, Globals, Tag, VERSION};
 
 fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
     let mut out = Vec::new();
@@ -66,8 +66,92 @@ fn exe() -> Vec<u8> {
 }
 
 pub(super) fn encode(e: &mut Encoder<FileSink>) {
+    let start_ticks = preamble(e, clock::ticks(), None);
+    // Every thread's counters: the largest table is read in place, the
+    // others merged beside it (a copy of them all would double the
+    // recorder's memory for a program of many stacks).
+    let epoch = counters::peak();
+    let stackless = config::get().stack_mode == heapledger_wire::StackMode::None;
+    let g = state::with_states(|states| {
+        let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
+        let g = gather(states, epoch, base);
+        let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
+        write_stacks(e, &maps, epoch, stackless);
+        g
+    });
+    let (leaks, alive_total) = leaks();
+    let max_threads = state::REGISTRY
+        .try_lock_for(1000)
+        .map_or(0, |r| r.max_alive);
+    let totals = Totals {
+        epoch,
+        peak_ticks: PEAK_TICKS.load(Ordering::Relaxed),
+        alive_total,
+        max_threads,
+        unrecorded: UNRECORDED.load(Ordering::Relaxed),
+    };
+    rest(e, g, &leaks, &totals, start_ticks);
+}
+
+/// What a checkpoint takes while the threads are held out of their hooks
+/// (`take_snapshot`), to write after they are let go (`encode_snapshot`).
+pub(super) struct Snapshot {
+    /// A copy of the largest table, beside `g.merged` (the others').
+    base: Option<StackMap>,
+    g: Gathered,
+    leaks: Vec<(u64, u64)>,
+    totals: Totals,
+}
+
+/// The process's numbers beside the stacks' (see `Globals`).
+struct Totals {
+    epoch: u64,
+    peak_ticks: u64,
+    alive_total: u64,
+    max_threads: u64,
+    unrecorded: u64,
+}
+
+/// A copy of every counter of the process, taken with the threads held out
+/// of their hooks (`thread::freeze`); None where they could not be held
+/// within `limit_ns`.
+pub(super) fn take_snapshot(limit_ns: u64) -> Option<Snapshot> {
+    freeze::with_states_frozen(limit_ns, |states, max_threads| {
+        let epoch = counters::peak();
+        let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
+        let copy = base.and_then(|i| states[i].stacks.try_clone());
+        // (Without memory for the copy, the largest is merged as the rest.)
+        let g = gather(states, epoch, base.filter(|_| copy.is_some()));
+        let (leaks, alive_total) = leaks();
+        Snapshot {
+            base: copy,
+            g,
+            leaks,
+            totals: Totals {
+                epoch,
+                peak_ticks: PEAK_TICKS.load(Ordering::Relaxed),
+                alive_total,
+                max_threads,
+                unrecorded: UNRECORDED.load(Ordering::Relaxed),
+            },
+        }
+    })
+}
+
+/// A checkpoint's dump: the final dump's records, from `snap`, with
+/// `Tag::Checkpoint` after the header.
+pub(super) fn encode_snapshot(e: &mut Encoder<FileSink>, snap: Snapshot, ckpt: Checkpoint) {
+    let start_ticks = preamble(e, ckpt.ticks, Some(ckpt));
+    let stackless = config::get().stack_mode == heapledger_wire::StackMode::None;
+    let maps = [snap.base.as_ref(), Some(&snap.g.merged)];
+    write_stacks(e, &maps, snap.totals.epoch, stackless);
+    rest(e, snap.g, &snap.leaks, &snap.totals, start_ticks);
+}
+
+/// The header (with `ckpt` after it, for a checkpoint), the modules, the
+/// maps and the allocator functions found elsewhere; the start ticks.
+fn preamble(e: &mut Encoder<FileSink>, end_ticks: u64, ckpt: Option<Checkpoint>) -> u64 {
     let cfg = config::get();
-    let end_ticks = clock::ticks();
     let end_ns = now_ns();
     let start_ticks = phase::START_TICKS.load(Ordering::Relaxed);
     let start_ns = phase::START_NS.load(Ordering::Relaxed);
@@ -99,6 +183,9 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         c"/proc/thread-self/cmdline",
         c"/proc/self/cmdline",
     ));
+    if let Some(c) = ckpt {
+        e.checkpoint(&c);
+    }
 
     if let Some(seen) = modules::SEEN.try_lock_for(1000) {
         for m in seen.iter() {
@@ -122,20 +209,37 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         e.bytes(&list);
         e.bytes(by);
     }
+    start_ticks
+}
 
-    // Every thread's counters: the largest table is read in place, the
-    // others merged beside it (a copy of them all would double the
-    // recorder's memory for a program of many stacks).
-    let epoch = counters::peak();
+/// Blocks still alive, grouped by stack (count, bytes; empty without
+/// memory for them), and their bytes in all.
+fn leaks() -> (Vec<(u64, u64)>, u64) {
     let n = stacks::count() as usize;
-    let stackless = cfg.stack_mode == heapledger_wire::StackMode::None;
-    let g = state::with_states(|states| {
-        let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
-        let g = gather(states, epoch, base);
-        let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
-        write_stacks(e, &maps, epoch, stackless);
-        g
+    let mut leaks: Vec<(u64, u64)> = Vec::new();
+    if leaks.try_reserve_exact(n).is_ok() {
+        leaks.resize(n, (0, 0));
+    }
+    let mut alive_total = 0u64;
+    live::for_each_block(|b| {
+        if let Some(l) = leaks.get_mut(b.stack as usize) {
+            l.0 += 1;
+            l.1 += b.size;
+        }
+        alive_total += b.size;
     });
+    (leaks, alive_total)
+}
+
+/// Threads, histograms, leaks, what the dump says of the process, its
+/// totals, and the end.
+fn rest(
+    e: &mut Encoder<FileSink>,
+    g: Gathered,
+    leaks: &[(u64, u64)],
+    t: &Totals,
+    start_ticks: u64,
+) {
     let Gathered {
         mut threads,
         folded,
@@ -168,20 +272,6 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         e.u(new);
         e.u(c);
     }
-    // Leaks: blocks still alive, grouped by stack.
-    let mut leaks: Vec<(u64, u64)> = Vec::new();
-    // (Without memory for them, no leak is written.)
-    if leaks.try_reserve_exact(n).is_ok() {
-        leaks.resize(n, (0, 0));
-    }
-    let mut alive_total = 0u64;
-    live::for_each_block(|b| {
-        if let Some(l) = leaks.get_mut(b.stack as usize) {
-            l.0 += 1;
-            l.1 += b.size;
-        }
-        alive_total += b.size;
-    });
     for (id, &(c, b)) in leaks.iter().enumerate() {
         if c > 0 {
             e.tag(Tag::Leak);
@@ -191,20 +281,15 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         }
     }
     super::about::encode(e);
-    let max_threads = state::REGISTRY
-        .try_lock_for(1000)
-        .map_or(0, |r| r.max_alive);
     e.globals(&Globals {
-        peak_requested: epoch,
-        peak_ticks: PEAK_TICKS
-            .load(Ordering::Relaxed)
-            .saturating_sub(start_ticks),
-        alive_requested: alive_total,
+        peak_requested: t.epoch,
+        peak_ticks: t.peak_ticks.saturating_sub(start_ticks),
+        alive_requested: t.alive_total,
         internal_memory: arena::INTERNAL_BYTES.load(Ordering::Relaxed),
         internal_peak: arena::INTERNAL_PEAK.load(Ordering::Relaxed),
-        max_threads,
+        max_threads: t.max_threads,
         truncated_stacks: truncated,
-        unrecorded_events: UNRECORDED.load(Ordering::Relaxed),
+        unrecorded_events: t.unrecorded,
         unknown_frees,
         dropped_histogram_entries: sizes.large.dropped + jumps.dropped,
     });
