@@ -45,7 +45,10 @@ use process::{dump, start};
 static GLOBAL: arena::Arena = arena::Arena;
 
 extern "C" fn on_load() {
-    let _ = start::ready();
+    if start::ready() {
+        // Outside any hook, before `main`: the checkpoints' thread.
+        process::checkpoint::start();
+    }
 }
 
 extern "C" fn on_unload() {

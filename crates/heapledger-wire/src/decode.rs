@@ -63,6 +63,9 @@ pub struct Dump {
     /// The object that defines the `malloc` the recorder called ("": not
     /// recorded).
     pub allocator: String,
+    /// Set in a checkpoint, written while the process ran
+    /// ([`Tag::Checkpoint`]); None in a final dump.
+    pub checkpoint: Option<Checkpoint>,
 }
 
 /// One executable mapping of a module the process had loaded at some point.
@@ -398,6 +401,12 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 d.peak_rss = r.u()?;
                 d.peak_virtual = r.u()?;
             }
+            Tag::Checkpoint => {
+                d.checkpoint = Some(Checkpoint {
+                    seq: r.u()?,
+                    ticks: r.u()?,
+                })
+            }
             Tag::End => {
                 if !seen_header {
                     return Err(DecodeError::NotADump);
@@ -497,6 +506,30 @@ mod tests {
         e.u(9 << 20);
         e.tag(Tag::End);
         e.sink.0
+    }
+
+    #[test]
+    fn a_checkpoint_says_so_and_a_final_dump_does_not() {
+        assert_eq!(decode(&sample()).unwrap().checkpoint, None);
+        let mut e = with_header();
+        e.checkpoint(&Checkpoint {
+            seq: 3,
+            ticks: 1 << 40,
+        });
+        e.tag(Tag::End);
+        let d = decode(&e.sink.0).unwrap();
+        assert_eq!(
+            d.checkpoint,
+            Some(Checkpoint {
+                seq: 3,
+                ticks: 1 << 40
+            })
+        );
+        // Cut inside the record: truncated, not a checkpoint.
+        let mut e = with_header();
+        e.tag(Tag::Checkpoint);
+        e.u(3);
+        assert!(decode(&e.sink.0).is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub use decode::*;
 pub const MAGIC: &[u8; 8] = b"HLEDGR\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 5;
+pub const VERSION: u64 = 6;
 
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "HEAPLEDGER_DIR";
@@ -225,6 +225,12 @@ pub enum Tag {
     /// (the kernel's VmHWM and VmPeak at the end, the recorder's own
     /// memory included)
     Memory = 17,
+    /// the dump is a checkpoint, written while the process ran (the file
+    /// `P.ckpt` beside the final dump `P`, replaced whole each time; see
+    /// [`Checkpoint`]): seq (1, 2, ...), then the clock ticks when it was
+    /// taken (the header's clock). Right after the header; a final dump
+    /// has none.
+    Checkpoint = 18,
     /// end of dump
     End = 0xff,
 }
@@ -249,6 +255,7 @@ impl Tag {
             15 => Tag::Exit,
             16 => Tag::Allocator,
             17 => Tag::Memory,
+            18 => Tag::Checkpoint,
             0xff => Tag::End,
             _ => return None,
         })
@@ -392,6 +399,16 @@ pub struct Forked {
     /// Frees (and reallocs) of blocks inherited from the parent.
     pub inherited_freed: u64,
     pub inherited_freed_bytes: u64,
+}
+
+/// What [`Tag::Checkpoint`] says: the dump was written while the process
+/// ran, the `seq`-th time (from 1), at `ticks` (the header's clock; its
+/// end ticks are the same). Counters of different threads may stand a few
+/// events apart; each thread's are those between two of its events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub seq: u64,
+    pub ticks: u64,
 }
 
 /// How a process ended ([`Tag::Exit`]).
@@ -572,6 +589,12 @@ impl<S: Sink> Encoder<S> {
         ] {
             self.u(v);
         }
+    }
+
+    pub fn checkpoint(&mut self, c: &Checkpoint) {
+        self.tag(Tag::Checkpoint);
+        self.u(c.seq);
+        self.u(c.ticks);
     }
 
     pub fn ending(&mut self, how: Ending) {

@@ -41,6 +41,10 @@ fn sample() -> Vec<u8> {
     let mut e = Encoder {
         sink: VecSink(header()),
     };
+    e.checkpoint(&Checkpoint {
+        seq: 2,
+        ticks: 1_000_000,
+    });
     e.tag(Tag::Module);
     for v in [0x400000, 0x401000, 0] {
         e.u(v);

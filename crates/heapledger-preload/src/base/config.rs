@@ -1,6 +1,6 @@
 //! Options from the environment, parsed once at start-up into an immutable
 //! struct (`HEAPLEDGER_OPTS=stack=dwarf,depth=256,follow=1,parent=PID,sample=BYTES,
-//! lifetimes=exact`).
+//! lifetimes=exact,checkpoint=MS`).
 
 // import kept: the default of `lifetime_head` is the counters' head of
 // timed blocks, whose meaning (and the sampling after it) data/counters.rs
@@ -25,6 +25,10 @@ pub struct Config {
     /// may clear its environment before it ends (`clearenv`, Python's
     /// `os.environ.clear()`), and its profile must not go with it.
     pub dir: Option<&'static core::ffi::CStr>,
+    /// Milliseconds between checkpoints of the dump written while the
+    /// process runs (`process::checkpoint`); 0: none. `heapledger run`
+    /// passes its `--checkpoint-every`.
+    pub checkpoint_ms: u64,
 }
 
 pub const DEFAULT: Config = Config {
@@ -35,6 +39,7 @@ pub const DEFAULT: Config = Config {
     sample_every: 0,
     lifetime_head: counters::LIFETIME_HEAD,
     dir: None,
+    checkpoint_ms: 0,
 };
 
 /// What `get` answers until `load` has run.
@@ -79,6 +84,7 @@ pub fn parse(s: &[u8]) -> Config {
             b"parent" => c.parent = num(v).unwrap_or(0) as i32,
             b"sample" => c.sample_every = num(v).unwrap_or(0),
             b"lifetimes" if v == b"exact" => c.lifetime_head = u64::MAX,
+            b"checkpoint" => c.checkpoint_ms = num(v).unwrap_or(0),
             _ => {}
         }
     }

@@ -4,10 +4,12 @@
 //! scanning, and the byte sampler. They use the leaves only.
 
 pub mod counters;
+pub mod histogram;
 pub mod level;
 pub mod live;
 pub mod maps;
 pub mod modules;
 pub mod sampler;
+pub mod stackmap;
 pub mod stacks;
 pub mod unwind;

@@ -87,16 +87,17 @@ fn on_alloc(
     // The level first: its move says where this event stands against the
     // peak, which the stack's share of the peak needs.
     let m = move_level(bw as i64, t0);
-    let Some(ps) = st.stacks.get(id) else {
+    let Some(mut c) = st.stacks.get(id) else {
         // (`with_counters` made room: not reached.)
         move_level(-(bw as i64), 0);
         return NOT_RECORDED;
     };
-    let head = ps.t.alloc.count < lifetime_head;
-    ps.t.alloc.add_weighted(size as u64, cw, bw);
+    let head = c.allocs_below(lifetime_head);
+    c.add_alloc(size as u64, cw, bw);
     if size == 0 {
-        ps.t.zeros += cw;
+        c.add_zeros(cw);
     }
+    let ps = c.ps;
     // The entry's weight: a sampled block's count weight, which also
     // weighs its lifetime; otherwise its lifetime's: 1 for a stack's first
     // blocks in this thread, then LIFETIME_ONE_IN for one block in that
@@ -229,21 +230,22 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
     let (cw, bw) = weights(e);
     // The block's bytes leave the process's level whatever follows.
     let m = move_level(-(bw as i64), now);
-    let Some(ps) = st.stacks.get(e.stack) else {
+    let Some(mut c) = st.stacks.get(e.stack) else {
         // No memory for this thread's counters of the stack: recording
         // stops.
         degrade::stop(degrade::Cause::RecorderMemory);
         return;
     };
-    ps.t.free.add_weighted(e.size, cw, bw);
+    c.add_free(e.size, cw, bw);
     // A block without a time (`--stack none`, or not timed: see
     // `LIFETIME_HEAD`) has no lifetime, even when this free's own duration
     // is measured and `now` was read for it.
     if now != 0 && e.time != 0 {
         let lt = now.wrapping_sub(e.time).min(i64::MAX as u64);
         let lw = e.weight as u64;
-        ps.t.lifetime.add_weighted(lt, lw, lt.saturating_mul(lw));
+        c.add_lifetime(lt, lw, lt.saturating_mul(lw));
     }
+    let ps = c.ps;
     if stackless() {
         ps.alive -= bw as i64;
     } else {
@@ -439,11 +441,10 @@ fn realloc_body(t: &Tls, p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
     if id == NOT_RECORDED {
         return q;
     }
-    let Some(ps) = st.stacks.get(id) else {
+    let Some(mut c) = st.stacks.get(id) else {
         return q;
     };
-    ps.t.realloc_count += 1;
-    ps.t.realloc_delta += size as i64 - old_size as i64;
+    c.add_realloc(size as i64 - old_size as i64);
     if !p.is_null() {
         st.jumps.add((old_size, size as u64), 1);
     }

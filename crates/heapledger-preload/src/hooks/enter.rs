@@ -7,9 +7,10 @@ use crate::data::counters::UNRECORDED;
 use crate::data::live;
 use crate::data::unwind::Capture;
 use crate::process::start;
+use crate::thread::freeze;
 use crate::thread::state::{self, ThreadState};
 use crate::thread::tls::{self, Tls};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{compiler_fence, Ordering};
 
 /// An entered hook: the thread's state, released on drop.
 ///
@@ -94,7 +95,14 @@ pub(super) fn entered(t: &Tls, create: bool) -> Hook {
         orphan_hook(t, st)
     };
     // SAFETY: st is this thread's state or the locked orphan.
-    unsafe { (*h.st).busy.store(true, Ordering::Relaxed) };
+    let s = unsafe { &*h.st };
+    s.busy.store(true, Ordering::Relaxed);
+    // The store before the load (the CPU's order is the checkpoint's
+    // membarrier: `thread::freeze`).
+    compiler_fence(Ordering::SeqCst);
+    if s.frozen.load(Ordering::Relaxed) {
+        freeze::wait_thawed(s);
+    }
     h
 }
 

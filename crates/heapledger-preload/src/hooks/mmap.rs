@@ -15,15 +15,11 @@ fn on_map(fp: u64, len: usize, unmap: bool) {
         let Some(mut h) = enter() else { return };
         let st = h.st();
         let id = stack(st, fp);
-        let Some(ps) = st.stacks.get(id) else {
+        let Some(mut c) = st.stacks.get(id) else {
             degrade::stop(degrade::Cause::RecorderMemory);
             return;
         };
-        if unmap {
-            ps.t.munmap.add(len as u64);
-        } else {
-            ps.t.mmap.add(len as u64);
-        }
+        c.add_map(len as u64, unmap);
     })
 }
 

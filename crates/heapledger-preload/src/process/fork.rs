@@ -18,8 +18,8 @@ use crate::base::clock;
 use crate::base::sync::RawSpin;
 use crate::base::{arena, config, phase};
 use crate::data::{counters, live, modules, stacks};
-use crate::process::{dump, end};
-use crate::thread::{life, side, state};
+use crate::process::{checkpoint, dump, end};
+use crate::thread::{freeze, life, side, state};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// In a recorded child: the pid of the process it forked from (0: it was
@@ -29,6 +29,7 @@ pub static FORKED_FROM: AtomicU32 = AtomicU32::new(0);
 /// Every lock of the recorder, in the order they are taken.
 fn locks() -> impl Iterator<Item = &'static RawSpin> {
     [
+        dump::CKPT.raw(),
         state::REGISTRY.raw(),
         stacks::INSERT.raw(),
         modules::REBUILD_LOCK.raw(),
@@ -45,7 +46,7 @@ fn locks() -> impl Iterator<Item = &'static RawSpin> {
     ])
 }
 
-const LOCKS: usize = 6 + live::SHARD_TABLE.len() + 3;
+const LOCKS: usize = 7 + live::SHARD_TABLE.len() + 3;
 
 /// Locks `prepare` left to a frame below it on the forking thread, by their
 /// place in `locks()`.
@@ -100,6 +101,8 @@ unsafe extern "C" fn child() {
     } else if phase::get() == phase::State::Recording {
         start_afresh(parent);
         dump::reserve();
+        freeze::forked();
+        checkpoint::forked();
     }
 }
 

@@ -11,7 +11,6 @@ use crate::base::real;
 use crate::base::sync;
 use crate::data::counters;
 use crate::data::counters::{Histogram, SizeHistogram, StackMap};
-use crate::data::stacks;
 use crate::thread::altstack;
 use crate::thread::side;
 use alloc::boxed::Box;
@@ -53,20 +52,11 @@ fn retire(st: *mut ThreadState) {
     let r = reg
         .retired
         .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));
-    for (id, ps) in s.stacks.iter() {
-        let pending = ps.alive - ps.flushed;
-        if pending != 0 {
-            stacks::entry(id)
-                .alive
-                .fetch_add(pending, Ordering::Relaxed);
-        }
-        let mut ps = *ps;
-        ps.flushed = ps.alive;
+    s.stacks.flush_all();
+    for (id, at) in s.stacks.iter() {
         // Without memory for the merged counters, the thread's are lost
         // (recording stopped: the arena could not serve them).
-        if let Some(m) = r.stacks.get(id) {
-            m.absorb(&ps, epoch);
-        }
+        r.stacks.absorb(id, &s.stacks.full(at), epoch);
     }
     r.sizes.absorb(&s.sizes);
     r.jumps.absorb(&s.jumps);

@@ -14,6 +14,7 @@ use crate::data::counters::{Histogram, SizeHistogram, StackMap};
 use crate::data::sampler;
 use crate::data::unwind::Unwind;
 use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use heapledger_wire::AllocFn;
@@ -28,6 +29,9 @@ pub struct ThreadState {
     pub mem_ops: u64,
     /// True while this thread is inside a hook (the dump waits for it).
     pub busy: AtomicBool,
+    /// Set while a checkpoint reads the thread's tables: the thread waits
+    /// at the door of its hooks (`freeze.rs`).
+    pub frozen: AtomicBool,
     /// Set in `--sample-every` mode.
     pub sampler: Option<sampler::Sampler>,
     /// Per function (`AllocFn` order): calls, bytes requested, estimated ticks.
@@ -212,6 +216,7 @@ impl ThreadState {
         let mut s = ThreadState {
             number,
             busy: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
             stats: [(0, 0, 0); AllocFn::COUNT],
             mem_ops: 0,
             calls: 0,
@@ -303,7 +308,9 @@ pub fn is_live(s: *mut ThreadState) -> bool {
     const _: () = assert!(core::mem::align_of::<ThreadState>() < 4096);
     s as usize > DEAD as usize
 }
-/// Runs `f` on every thread state (live, ended) and the retired and orphan ones.
+/// Runs `f` on every thread state (live, ended) and the retired and orphan
+/// ones, all at once: the states stay locked (no thread starts or ends, and
+/// the orphan's calls wait) until `f` returns.
 ///
 /// When a frame of this thread below the caller holds the registry (the
 /// profile written from an `_exit` in a signal handler that interrupted a
@@ -312,13 +319,14 @@ pub fn is_live(s: *mut ThreadState) -> bool {
 /// place: its row may then be read half old, half new, with empty tables
 /// either way), and no other thread can change it meanwhile. The retired
 /// and folded states, which may be half merged, are left out.
-pub fn for_each_state(mut f: impl FnMut(&ThreadState)) {
+pub fn with_states<R>(f: impl FnOnce(&[&ThreadState]) -> R) -> R {
     let reg = REGISTRY.lock_unless_held_here();
     // SAFETY: the lock is held, or held by a frame of this thread that
     // cannot run until this returns (see above); only read here.
     let r = reg
         .as_deref()
         .unwrap_or_else(|| unsafe { &*REGISTRY.get_unchecked() });
+    let mut all: Vec<&ThreadState> = Vec::new();
     let mut p = r.head;
     while !p.is_null() {
         // SAFETY: registered states are never freed.
@@ -331,21 +339,51 @@ pub fn for_each_state(mut f: impl FnMut(&ThreadState)) {
             // SAFETY: no preconditions.
             unsafe { libc::sched_yield() };
         }
-        f(s);
+        // (Without memory for the list, states are left out.)
+        if all.try_reserve(1).is_ok() {
+            all.push(s);
+        }
         p = s.next;
     }
-    if let Some(r) = reg.as_ref().and_then(|g| g.retired.as_deref()) {
-        f(r);
-    }
-    if let Some(r) = reg.as_ref().and_then(|g| g.folded.as_deref()) {
-        f(r);
-    }
-    drop(reg);
-    if let Some(g) = ORPHAN.try_lock_for(1000) {
-        if let Some(o) = g.as_deref() {
-            f(o);
+    let kept = [
+        reg.as_ref().and_then(|g| g.retired.as_deref()),
+        reg.as_ref().and_then(|g| g.folded.as_deref()),
+    ];
+    for s in kept.into_iter().flatten() {
+        if all.try_reserve(1).is_ok() {
+            all.push(s);
         }
     }
+    let orphan = ORPHAN.try_lock_for(1000);
+    if let Some(o) = orphan.as_ref().and_then(|g| g.as_deref()) {
+        if all.try_reserve(1).is_ok() {
+            all.push(o);
+        }
+    }
+    f(&all)
+}
+
+/// A number that changes when any thread makes a memory operation (their
+/// sum), read without holding the threads (a checkpoint's test for change).
+pub fn activity() -> u64 {
+    let Some(reg) = REGISTRY.try_lock_for(1000) else {
+        return 0;
+    };
+    let mut sum = 0u64;
+    let mut p = reg.head;
+    while !p.is_null() {
+        // SAFETY: registered states are never freed.
+        let s = unsafe { &*p };
+        sum = sum.wrapping_add(s.totals().0);
+        p = s.next;
+    }
+    for s in [reg.retired.as_deref(), reg.folded.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        sum = sum.wrapping_add(s.mem_ops);
+    }
+    sum
 }
 
 pub fn new_orphan() -> Box<ThreadState> {

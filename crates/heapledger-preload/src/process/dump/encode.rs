@@ -5,14 +5,14 @@ use super::file::FileSink;
 use crate::base::clock::{self, now_ns};
 use crate::base::{arena, config, degrade, phase};
 use crate::data::counters;
-use crate::data::counters::{PerStack, PEAK_TICKS, UNRECORDED};
+use crate::data::counters::{Full, Histogram, SizeHistogram, StackMap, PEAK_TICKS, UNRECORDED};
 use crate::data::{live, modules, stacks};
 use crate::process::unhooked;
-use crate::thread::state;
+use crate::thread::{freeze, state};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-use heapledger_wire::{Encoder, Globals, Tag, VERSION};
+use heapledger_wire::{Checkpoint, Encoder, Globals, Tag, VERSION};
 
 fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
     let mut out = Vec::new();
@@ -66,8 +66,92 @@ fn exe() -> Vec<u8> {
 }
 
 pub(super) fn encode(e: &mut Encoder<FileSink>) {
+    let start_ticks = preamble(e, clock::ticks(), None);
+    // Every thread's counters: the largest table is read in place, the
+    // others merged beside it (a copy of them all would double the
+    // recorder's memory for a program of many stacks).
+    let epoch = counters::peak();
+    let stackless = config::get().stack_mode == heapledger_wire::StackMode::None;
+    let g = state::with_states(|states| {
+        let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
+        let g = gather(states, epoch, base);
+        let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
+        write_stacks(e, &maps, epoch, stackless);
+        g
+    });
+    let (leaks, alive_total) = leaks();
+    let max_threads = state::REGISTRY
+        .try_lock_for(1000)
+        .map_or(0, |r| r.max_alive);
+    let totals = Totals {
+        epoch,
+        peak_ticks: PEAK_TICKS.load(Ordering::Relaxed),
+        alive_total,
+        max_threads,
+        unrecorded: UNRECORDED.load(Ordering::Relaxed),
+    };
+    rest(e, g, &leaks, &totals, start_ticks);
+}
+
+/// What a checkpoint takes while the threads are held out of their hooks
+/// (`take_snapshot`), to write after they are let go (`encode_snapshot`).
+pub(super) struct Snapshot {
+    /// A copy of the largest table, beside `g.merged` (the others').
+    base: Option<StackMap>,
+    g: Gathered,
+    leaks: Vec<(u64, u64)>,
+    totals: Totals,
+}
+
+/// The process's numbers beside the stacks' (see `Globals`).
+struct Totals {
+    epoch: u64,
+    peak_ticks: u64,
+    alive_total: u64,
+    max_threads: u64,
+    unrecorded: u64,
+}
+
+/// A copy of every counter of the process, taken with the threads held out
+/// of their hooks (`thread::freeze`); None where they could not be held
+/// within `limit_ns`.
+pub(super) fn take_snapshot(limit_ns: u64) -> Option<Snapshot> {
+    freeze::with_states_frozen(limit_ns, |states, max_threads| {
+        let epoch = counters::peak();
+        let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
+        let copy = base.and_then(|i| states[i].stacks.try_clone());
+        // (Without memory for the copy, the largest is merged as the rest.)
+        let g = gather(states, epoch, base.filter(|_| copy.is_some()));
+        let (leaks, alive_total) = leaks();
+        Snapshot {
+            base: copy,
+            g,
+            leaks,
+            totals: Totals {
+                epoch,
+                peak_ticks: PEAK_TICKS.load(Ordering::Relaxed),
+                alive_total,
+                max_threads,
+                unrecorded: UNRECORDED.load(Ordering::Relaxed),
+            },
+        }
+    })
+}
+
+/// A checkpoint's dump: the final dump's records, from `snap`, with
+/// `Tag::Checkpoint` after the header.
+pub(super) fn encode_snapshot(e: &mut Encoder<FileSink>, snap: Snapshot, ckpt: Checkpoint) {
+    let start_ticks = preamble(e, ckpt.ticks, Some(ckpt));
+    let stackless = config::get().stack_mode == heapledger_wire::StackMode::None;
+    let maps = [snap.base.as_ref(), Some(&snap.g.merged)];
+    write_stacks(e, &maps, snap.totals.epoch, stackless);
+    rest(e, snap.g, &snap.leaks, &snap.totals, start_ticks);
+}
+
+/// The header (with `ckpt` after it, for a checkpoint), the modules, the
+/// maps and the allocator functions found elsewhere; the start ticks.
+fn preamble(e: &mut Encoder<FileSink>, end_ticks: u64, ckpt: Option<Checkpoint>) -> u64 {
     let cfg = config::get();
-    let end_ticks = clock::ticks();
     let end_ns = now_ns();
     let start_ticks = phase::START_TICKS.load(Ordering::Relaxed);
     let start_ns = phase::START_NS.load(Ordering::Relaxed);
@@ -99,6 +183,9 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         c"/proc/thread-self/cmdline",
         c"/proc/self/cmdline",
     ));
+    if let Some(c) = ckpt {
+        e.checkpoint(&c);
+    }
 
     if let Some(seen) = modules::SEEN.try_lock_for(1000) {
         for m in seen.iter() {
@@ -122,71 +209,46 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         e.bytes(&list);
         e.bytes(by);
     }
+    start_ticks
+}
 
-    // Merge every thread's counters.
-    let epoch = counters::peak();
-    // Without memory for them (see `base::degrade`), no stack is written.
-    let mut n = stacks::count() as usize;
-    let mut merged = Vec::new();
-    if merged.try_reserve_exact(n).is_err() {
-        n = 0;
+/// Blocks still alive, grouped by stack (count, bytes; empty without
+/// memory for them), and their bytes in all.
+fn leaks() -> (Vec<(u64, u64)>, u64) {
+    let n = stacks::count() as usize;
+    let mut leaks: Vec<(u64, u64)> = Vec::new();
+    if leaks.try_reserve_exact(n).is_ok() {
+        leaks.resize(n, (0, 0));
     }
-    merged.resize(
-        n,
-        PerStack {
-            epoch,
-            ..Default::default()
-        },
-    );
-    let mut sizes = counters::SizeHistogram::new();
-    let mut jumps = counters::Histogram::new();
-    let mut unknown_frees = 0;
-    let mut truncated = 0;
-    // (thread number, memory operations, per-function (count, sum, ticks))
-    type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
-    let mut threads: Vec<ThreadRow> = Vec::new();
-    // (threads merged, memory operations, per function) of state::FOLDED
-    let mut folded: Option<ThreadRow> = None;
-    state::for_each_state(|s| {
-        for (id, ps) in s.stacks.iter() {
-            if let Some(m) = merged.get_mut(id as usize) {
-                m.absorb(ps, epoch);
-            }
+    let mut alive_total = 0u64;
+    live::for_each_block(|b| {
+        if let Some(l) = leaks.get_mut(b.stack as usize) {
+            l.0 += 1;
+            l.1 += b.size;
         }
-        sizes.absorb(&s.sizes);
-        jumps.absorb(&s.jumps);
-        unknown_frees += s.unknown_frees;
-        truncated += s.truncated;
-        if s.number < state::SPARE {
-            let (ops, stats) = s.totals();
-            threads.push((s.number, ops, stats));
-        } else if s.number == state::FOLDED {
-            folded = Some((s.merged, s.mem_ops, s.stats));
-        }
+        alive_total += b.size;
     });
-    if cfg.stack_mode == heapledger_wire::StackMode::None {
-        // Every block was the empty stack's (the hooks skip its maxima, see
-        // `hooks::alloc::stackless`): its bytes at the peak and its highest are the
-        // process's peak.
-        if let Some(m) = merged.get_mut(0) {
-            let peak = epoch;
-            m.at_peak = peak as i64;
-            m.epoch = epoch;
-            stacks::entry(0).max_alive.store(peak, Ordering::Relaxed);
-        }
-    }
-    // Each stack is written against the one before (they share outer frames).
-    let mut prev: &[u64] = &[];
-    for (id, m) in merged.iter().enumerate() {
-        if m.t.is_empty() {
-            continue;
-        }
-        let entry = stacks::entry(id as u32);
-        let frames = stacks::frames(entry);
-        e.stack(id as u64, frames, prev);
-        prev = frames;
-        e.stack_counters(id as u64, &m.wire_counters(id as u32, epoch));
-    }
+    (leaks, alive_total)
+}
+
+/// Threads, histograms, leaks, what the dump says of the process, its
+/// totals, and the end.
+fn rest(
+    e: &mut Encoder<FileSink>,
+    g: Gathered,
+    leaks: &[(u64, u64)],
+    t: &Totals,
+    start_ticks: u64,
+) {
+    let Gathered {
+        mut threads,
+        folded,
+        sizes,
+        jumps,
+        unknown_frees,
+        truncated,
+        ..
+    } = g;
     threads.sort_by_key(|t| t.0);
     let rows = threads.iter().map(|r| (Tag::Thread, r));
     for (tag, (first, ops, stats)) in rows.chain(folded.iter().map(|r| (Tag::EndedThreads, r))) {
@@ -210,19 +272,6 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         e.u(new);
         e.u(c);
     }
-    // Leaks: blocks still alive, grouped by stack.
-    let mut leaks: Vec<(u64, u64)> = Vec::new();
-    if leaks.try_reserve_exact(n).is_ok() {
-        leaks.resize(n, (0, 0));
-    }
-    let mut alive_total = 0u64;
-    live::for_each_block(|b| {
-        if let Some(l) = leaks.get_mut(b.stack as usize) {
-            l.0 += 1;
-            l.1 += b.size;
-        }
-        alive_total += b.size;
-    });
     for (id, &(c, b)) in leaks.iter().enumerate() {
         if c > 0 {
             e.tag(Tag::Leak);
@@ -232,20 +281,15 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         }
     }
     super::about::encode(e);
-    let max_threads = state::REGISTRY
-        .try_lock_for(1000)
-        .map_or(0, |r| r.max_alive);
     e.globals(&Globals {
-        peak_requested: epoch,
-        peak_ticks: PEAK_TICKS
-            .load(Ordering::Relaxed)
-            .saturating_sub(start_ticks),
-        alive_requested: alive_total,
+        peak_requested: t.epoch,
+        peak_ticks: t.peak_ticks.saturating_sub(start_ticks),
+        alive_requested: t.alive_total,
         internal_memory: arena::INTERNAL_BYTES.load(Ordering::Relaxed),
         internal_peak: arena::INTERNAL_PEAK.load(Ordering::Relaxed),
-        max_threads,
+        max_threads: t.max_threads,
         truncated_stacks: truncated,
-        unrecorded_events: UNRECORDED.load(Ordering::Relaxed),
+        unrecorded_events: t.unrecorded,
         unknown_frees,
         dropped_histogram_entries: sizes.large.dropped + jumps.dropped,
     });
@@ -253,4 +297,97 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         e.degraded(&d);
     }
     e.tag(Tag::End);
+}
+
+/// (thread number, memory operations, per-function (count, sum, ticks))
+type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
+
+/// What the dump takes from the thread states.
+pub(super) struct Gathered {
+    /// Counters of the stacks, merged from the states but the one left to
+    /// be read in place.
+    pub(super) merged: StackMap,
+    pub(super) sizes: SizeHistogram,
+    pub(super) jumps: Histogram,
+    pub(super) unknown_frees: u64,
+    pub(super) truncated: u64,
+    pub(super) threads: Vec<ThreadRow>,
+    /// (threads merged, memory operations, per function) of state::FOLDED
+    pub(super) folded: Option<ThreadRow>,
+}
+
+/// Merges the states' counters (those of `states[skip]`'s stacks left
+/// out: the caller reads them in place).
+pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<usize>) -> Gathered {
+    let mut g = Gathered {
+        merged: StackMap::new(),
+        sizes: SizeHistogram::new(),
+        jumps: Histogram::new(),
+        unknown_frees: 0,
+        truncated: 0,
+        threads: Vec::new(),
+        folded: None,
+    };
+    for (i, s) in states.iter().enumerate() {
+        if Some(i) != skip && !s.stacks.is_empty() {
+            for (id, at) in s.stacks.iter() {
+                // (Without memory, the rest is lost: recording stopped.)
+                g.merged.absorb(id, &s.stacks.full(at), epoch);
+            }
+        }
+        g.sizes.absorb(&s.sizes);
+        g.jumps.absorb(&s.jumps);
+        g.unknown_frees += s.unknown_frees;
+        g.truncated += s.truncated;
+        if s.number < state::SPARE {
+            let (ops, stats) = s.totals();
+            if g.threads.try_reserve(1).is_ok() {
+                g.threads.push((s.number, ops, stats));
+            }
+        } else if s.number == state::FOLDED {
+            g.folded = Some((s.merged, s.mem_ops, s.stats));
+        }
+    }
+    g
+}
+
+/// Writes every stack with counters, in order of id, its counters summed
+/// over `maps`. Each stack is written against the one before (they share
+/// outer frames).
+pub(super) fn write_stacks(
+    e: &mut Encoder<FileSink>,
+    maps: &[Option<&StackMap>],
+    epoch: u64,
+    stackless: bool,
+) {
+    let mut prev: &[u64] = &[];
+    for id in 0..stacks::count() {
+        let mut sum: Option<Full> = None;
+        for m in maps.iter().flatten() {
+            if let Some(at) = m.find(id) {
+                let f = m.full(at);
+                match sum.as_mut() {
+                    None => sum = Some(f),
+                    Some(s) => s.absorb(&f, epoch),
+                }
+            }
+        }
+        let Some(mut m) = sum else { continue };
+        if stackless && id == 0 {
+            // Every block was the empty stack's (the hooks skip its maxima,
+            // see `hooks::alloc::stackless`): its bytes at the peak and its
+            // highest are the process's peak.
+            m.at_peak = epoch as i64;
+            m.epoch = epoch;
+            stacks::entry(0).max_alive.store(epoch, Ordering::Relaxed);
+        }
+        if m.t.is_empty() {
+            continue;
+        }
+        let entry = stacks::entry(id);
+        let frames = stacks::frames(entry);
+        e.stack(id as u64, frames, prev);
+        prev = frames;
+        e.stack_counters(id as u64, &m.wire_counters(id, epoch));
+    }
 }

@@ -104,7 +104,7 @@ static RESERVED_PATH: AtomicPtr<String> = AtomicPtr::new(core::ptr::null_mut());
 /// Where the reserved descriptor goes: above the ones a program uses, so it
 /// does not shift the numbers the program's own files get, and not so high
 /// that the kernel grows the process's descriptor table for it.
-const RESERVED_AT: u64 = 1023;
+pub(super) const RESERVED_AT: u64 = 1023;
 
 /// Creates this process's dump file and keeps it open (see `RESERVED_FD`):
 /// when recording starts, and in a forked child, whose inherited copy of
@@ -178,6 +178,15 @@ pub(super) enum Reserved {
     Lost,
     /// Never reserved.
     None,
+}
+
+/// The path of the reserved dump file (the final dump's; its checkpoint's
+/// is beside it: `process::checkpoint`), if there is one.
+pub(super) fn reserved_path() -> Option<String> {
+    let path = RESERVED_PATH.load(Ordering::Acquire);
+    // SAFETY: leaked in `reserve`, freed only there (in a forked child,
+    // before its checkpoints start).
+    (!path.is_null()).then(|| unsafe { &*path }.clone())
 }
 
 /// The reserved dump file, ready to be written: its descriptor if it still

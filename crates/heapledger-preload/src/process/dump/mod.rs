@@ -4,14 +4,18 @@
 //!
 //! - `mod.rs`: when and how the dump is written, once per process;
 //! - `encode.rs`: what it holds;
-//! - `file.rs`: the file it goes to, reserved when recording starts.
+//! - `file.rs`: the file it goes to, reserved when recording starts;
+//! - `ckpt.rs`: the same dump written while the process runs, as a
+//!   checkpoint beside it (when: `process::checkpoint`).
 
 mod about;
+mod ckpt;
 mod encode;
 use crate::base::sync;
 use encode::encode;
 mod file;
 
+pub use ckpt::{write_checkpoint, CKPT};
 pub use file::{forget, reserve};
 
 use crate::base::phase;
@@ -27,6 +31,7 @@ static DUMPED: AtomicBool = AtomicBool::new(false);
 /// In a forked child: it writes its own dump.
 pub fn forked() {
     DUMPED.store(false, Ordering::Relaxed);
+    ckpt::forked();
 }
 
 pub(super) fn stderr_line(s: &str) {
@@ -52,6 +57,8 @@ fn write_here(why: &str) {
     }
     let _e = sync::ErrnoGuard::new();
     let was = tls::tls().in_hook.replace(true);
+    // A checkpoint being written ends first (none starts after this).
+    let ckpt = CKPT.lock_unless_held_here();
     phase::set(phase::State::Finished);
     let in_signal = why == "signal";
     if !in_signal {
@@ -78,7 +85,10 @@ fn write_here(why: &str) {
                 "heapledger: cannot write profile data to {path}: {}\n",
                 describe(e.sink.err)
             ));
+        } else {
+            ckpt::remove(&path);
         }
     }
+    drop(ckpt);
     tls::leave_recorder(tls::tls(), was);
 }

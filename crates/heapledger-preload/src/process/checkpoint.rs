@@ -1,0 +1,126 @@
+//! Checkpoints: while the program runs, the dump it would leave at its end
+//! is written every `checkpoint=MS` (`HEAPLEDGER_OPTS`) beside the final
+//! dump `P`, as `P.ckpt` (see `dump::ckpt`), so that a process killed by
+//! SIGKILL (the OOM killer) still leaves its profile up to then.
+//!
+//! Who writes: a small thread of the recorder's, started when the library
+//! is loaded (and in a forked child, by the fork), since a program may stop
+//! allocating long before it is killed: no hook would run then to write
+//! the last changes. It sleeps `MS`, and writes a checkpoint when something
+//! changed since the last one (the threads' memory operations, the stacks,
+//! the unrecorded events). It runs with every signal blocked (signals for
+//! the process go to the program's threads), never enters a hook (its own
+//! calls are forwarded, and not counted), has its own `errno`, and
+//! allocates from the recorder's arena only. It ends when the process's
+//! final dump is written.
+//!
+//! How the threads' tables are read while they run: each thread is held at
+//! the door of its next hook while the counters are copied
+//! (`thread::freeze`, one membarrier instead of a fence per event), then
+//! let go before the copy is encoded and written; a thread that stays
+//! inside a hook past a limit makes the checkpoint wait for the next turn.
+//! So a checkpoint's counters are each thread's as of some moment between
+//! two of its events, and never a table being grown.
+//!
+//! What it costs: the copy of every counter while the threads wait (for
+//! `stacks 1000000 500000`, half a million stacks: see docs/recorder.md),
+//! and a thread of the process (glibc then counts the process as
+//! threaded).
+//!
+//! The descriptor of the file being written is opened by path and moved
+//! at once above the program's numbers (`dump::ckpt`): a program that
+//! opens a file in another thread at that very moment (a few microseconds
+//! each checkpoint) may get the next number instead of the lowest.
+
+use crate::base::{config, phase};
+use crate::data::{counters, stacks};
+use crate::process::dump;
+use crate::thread::{state, tls};
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicI32, Ordering};
+
+/// The pid whose checkpoint thread was started (a forked child starts its
+/// own).
+static STARTED_FOR: AtomicI32 = AtomicI32::new(0);
+
+/// How long a checkpoint waits for the threads inside hooks.
+const HOLD_LIMIT_NS: u64 = 100_000_000;
+
+/// Starts this process's checkpoint thread, once, where checkpoints are
+/// asked for and the process records. Called outside any hook.
+pub fn start() {
+    let ms = config::get().checkpoint_ms;
+    if ms == 0 || phase::get() != phase::State::Recording || !phase::owns_memory() {
+        return;
+    }
+    // SAFETY: no preconditions.
+    let pid = unsafe { libc::getpid() };
+    if STARTED_FOR.swap(pid, Ordering::AcqRel) == pid {
+        return;
+    }
+    let t = tls::tls();
+    let was = t.in_hook.replace(true);
+    let own = t.own_calls.replace(true);
+    // SAFETY: sigset_t and pthread types are plain data, initialized by the
+    // calls below before use; the thread gets every signal blocked (it
+    // inherits the mask), and this thread's mask is put back.
+    unsafe {
+        let mut all: libc::sigset_t = core::mem::zeroed();
+        let mut old: libc::sigset_t = core::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        libc::pthread_attr_setstacksize(&mut attr, 256 * 1024);
+        let mut th: libc::pthread_t = 0;
+        if libc::pthread_create(&mut th, &attr, run, ms as *mut c_void) != 0 {
+            STARTED_FOR.store(0, Ordering::Relaxed);
+        }
+        libc::pthread_attr_destroy(&mut attr);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
+    }
+    t.own_calls.set(own);
+    t.in_hook.set(was);
+}
+
+/// In a forked child that records (its dump file reserved): its own
+/// thread, its own checkpoints (`P.ckpt` of its own dump), from 1.
+pub fn forked() {
+    start();
+}
+
+/// What changes when the program does anything the dump counts.
+fn activity() -> u64 {
+    state::activity()
+        .wrapping_add((stacks::count() as u64) << 40)
+        .wrapping_add(counters::UNRECORDED.load(Ordering::Relaxed) << 20)
+}
+
+extern "C" fn run(arg: *mut c_void) -> *mut c_void {
+    let t = tls::tls();
+    t.in_hook.set(true);
+    t.own_calls.set(true);
+    // SAFETY: a NUL-terminated name of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"heapledger-ckpt".as_ptr()) };
+    let ms = arg as u64;
+    let mut last = None;
+    loop {
+        let mut left = libc::timespec {
+            tv_sec: (ms / 1000) as libc::time_t,
+            tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+        };
+        // (Signals are blocked: no EINTR but from a stop; sleep the rest.)
+        // SAFETY: both timespecs are valid.
+        while unsafe { libc::nanosleep(&left, &mut left) } != 0 {}
+        // SAFETY: no preconditions.
+        let ours = STARTED_FOR.load(Ordering::Relaxed) == unsafe { libc::getpid() };
+        if phase::get() != phase::State::Recording || !ours {
+            return core::ptr::null_mut();
+        }
+        let now = activity();
+        if last != Some(now) && dump::write_checkpoint(HOLD_LIMIT_NS) {
+            last = Some(now);
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! A checkpoint's file: the dump of the process so far, written to
+//! `P.ckpt.tmp` beside the final dump `P` and renamed over `P.ckpt`, so
+//! that `P.ckpt` is always whole (the CLI reads it where the process left
+//! no `P`: killed by SIGKILL). The final dump removes it.
+//!
+//! The counters are copied with the threads held out of their hooks
+//! (`thread::freeze`, a few milliseconds for half a million stacks), and
+//! encoded and written after they are let go.
+
+use super::encode::{encode_snapshot, take_snapshot};
+use super::file::{describe, reserved_path, FileSink, SINK_BUF};
+use crate::base::clock;
+use crate::base::phase;
+use crate::base::sync::SpinLock;
+use alloc::vec::Vec;
+use heapledger_wire::{Checkpoint, Encoder};
+
+/// Held while a checkpoint is taken, and by the final dump (which then
+/// waits for the one being written and starts none after); holds the
+/// number of the last checkpoint written. Taken before the registry (fork
+/// takes it first: `process::fork`).
+pub static CKPT: SpinLock<u64> = SpinLock::new(0);
+
+/// Where the descriptor of a checkpoint being written goes: out of the way
+/// of the numbers the program's files get (below the reserved dump file's).
+const HIGH_FD: u64 = super::file::RESERVED_AT - 1;
+
+fn c_path(p: &str) -> Vec<u8> {
+    let mut v = Vec::with_capacity(p.len() + 1);
+    v.extend_from_slice(p.as_bytes());
+    v.push(0);
+    v
+}
+
+/// Creates (truncates) `path` for writing, its descriptor moved high.
+fn create_high(path: &[u8]) -> Result<i32, i32> {
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr() as *const _,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        // SAFETY: errno's location is valid.
+        return Err(unsafe { *libc::__errno_location() });
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is writable.
+    let soft = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } {
+        0 => lim.rlim_cur,
+        _ => 0,
+    };
+    let at = HIGH_FD.min(soft.saturating_sub(2));
+    if (fd as u64) < at {
+        // SAFETY: fd is ours; F_DUPFD_CLOEXEC takes the lowest free
+        // descriptor at or above `at`.
+        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, at as libc::c_int) };
+        if high >= 0 {
+            // SAFETY: fd is ours, now duplicated.
+            unsafe { libc::close(fd) };
+            return Ok(high);
+        }
+    }
+    Ok(fd)
+}
+
+/// Takes and writes a checkpoint (numbered after the last one), unless the
+/// process has ended (`Finished`) or has no dump file; false where none was
+/// written: the threads could not be held within `limit_ns`, or the file
+/// could not be written (said once on stderr).
+pub fn write_checkpoint(limit_ns: u64) -> bool {
+    let Some(mut last) = CKPT.try_lock_for(1000) else {
+        return false;
+    };
+    if phase::get() != phase::State::Recording || !phase::owns_memory() {
+        return false;
+    }
+    let Some(path) = reserved_path() else {
+        return false;
+    };
+    let Some(snap) = take_snapshot(limit_ns) else {
+        return false;
+    };
+    let ckpt = Checkpoint {
+        seq: *last + 1,
+        ticks: clock::ticks(),
+    };
+    let tmp = c_path(&alloc::format!("{path}.ckpt.tmp"));
+    let fd = match create_high(&tmp) {
+        Ok(fd) => fd,
+        Err(err) => {
+            say_once(&path, err);
+            return false;
+        }
+    };
+    let mut e = Encoder::new(FileSink {
+        fd,
+        buf: Vec::with_capacity(SINK_BUF),
+        err: 0,
+    });
+    encode_snapshot(&mut e, snap, ckpt);
+    e.sink.flush();
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    let done = c_path(&alloc::format!("{path}.ckpt"));
+    // SAFETY: NUL-terminated paths.
+    let renamed = e.sink.err == 0
+        && unsafe { libc::rename(tmp.as_ptr() as *const _, done.as_ptr() as *const _) } == 0;
+    if !renamed {
+        // SAFETY: errno's location is valid; a NUL-terminated path.
+        let err = match e.sink.err {
+            0 => unsafe { *libc::__errno_location() },
+            err => err,
+        };
+        unsafe { libc::unlink(tmp.as_ptr() as *const _) };
+        say_once(&path, err);
+        return false;
+    }
+    *last = ckpt.seq;
+    true
+}
+
+/// One line on stderr for the first checkpoint that could not be written.
+fn say_once(path: &str, err: i32) {
+    use core::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        super::stderr_line(&alloc::format!(
+            "heapledger: cannot write a checkpoint beside {path}: {}\n",
+            describe(err)
+        ));
+    }
+}
+
+/// Once the final dump at `path` is written: its checkpoints go.
+pub(super) fn remove(path: &str) {
+    if crate::base::config::get().checkpoint_ms == 0 {
+        return;
+    }
+    for suffix in [".ckpt", ".ckpt.tmp"] {
+        let p = c_path(&alloc::format!("{path}{suffix}"));
+        // SAFETY: a NUL-terminated path (errno is restored by the caller's
+        // guard).
+        unsafe { libc::unlink(p.as_ptr() as *const _) };
+    }
+}
+
+/// In a forked child: its checkpoints are numbered from 1.
+pub fn forked() {
+    // SAFETY: the child has one thread, and `CKPT` was taken by the fork
+    // (`process::fork`) and released: no one holds it.
+    unsafe { *CKPT.get_unchecked() = 0 };
+}
