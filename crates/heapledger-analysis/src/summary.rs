@@ -154,6 +154,9 @@ pub struct Summary {
     /// and the blocks it inherited from it.
     pub forked_from: Option<u32>,
     pub inherited: Option<heapledger_profile::Inherited>,
+    /// Killed before its end: the checkpoint its profile stops at (number,
+    /// seconds after the start).
+    pub checkpoint: Option<(u64, f64)>,
     /// How it ended, when recorded.
     pub exit: Option<ExitInfo>,
     /// Run time in seconds, when the clock rate is known.
@@ -291,6 +294,10 @@ impl Summary {
             pid: ext.map(|e| e.pid),
             forked_from: ext.and_then(|e| e.forked_from),
             inherited: ext.and_then(|e| e.inherited),
+            checkpoint: ext.and_then(|e| e.checkpoint).map(|c| {
+                let tps = profile.globals.ticks_per_second.max(1) as f64;
+                (c.seq, c.time as f64 / tps)
+            }),
             exit: ext.map(|e| e.exit),
             run_seconds: profile.runtime_seconds(),
             threads: Threads {
@@ -653,6 +660,15 @@ impl fmt::Display for Summary {
         }
         process += &exit_text(self.exit.as_ref());
         head.push(vec!["Process".to_owned(), process]);
+        if let Some((seq, secs)) = self.checkpoint {
+            head.push(vec![
+                "Checkpoint".to_owned(),
+                format!(
+                    "the process could not write its profile at its end: this is its checkpoint {seq}, taken {} after it started",
+                    format_seconds(secs)
+                ),
+            ]);
+        }
         head.push(vec![
             "Run time".to_owned(),
             self.run_seconds

@@ -123,6 +123,20 @@ pub struct HeapledgerExt {
     /// and why. None (no key) when it recorded to the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<Degraded>,
+    /// The process was killed (SIGKILL, the OOM killer) before it could
+    /// write its profile: this one is its last checkpoint, written while it
+    /// ran. None (no key) for a profile written at the process's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointInfo>,
+}
+
+/// See [`HeapledgerExt::checkpoint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointInfo {
+    /// Its number: 1 for the first checkpoint of the process.
+    pub seq: u64,
+    /// When it was taken, in ticks since the process started recording.
+    pub time: u64,
 }
 
 /// See [`HeapledgerExt::degraded`]. Where memory runs out, the recorder
@@ -226,6 +240,7 @@ impl HeapledgerExt {
             unknown_frees: 0,
             unhooked: None,
             degraded: None,
+            checkpoint: None,
         }
     }
 }

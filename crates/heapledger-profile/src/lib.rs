@@ -44,8 +44,8 @@ pub use addr::{Addr, AddrSpace, ParseAddrError};
 pub use domains::{DomainValues, Domains};
 pub use error::ProfileError;
 pub use ext::{
-    degrade_cause, stack_mode, DegradeStep, Degraded, ExitInfo, HeapledgerExt, Inherited,
-    InlineFrame, ModuleInfo, Unhooked, EXT_VERSION,
+    degrade_cause, stack_mode, CheckpointInfo, DegradeStep, Degraded, ExitInfo, HeapledgerExt,
+    Inherited, InlineFrame, ModuleInfo, Unhooked, EXT_VERSION,
 };
 pub use memstats::{GlobalVariable, MemStats, ReallocJump};
 pub use model::{Config, Globals, Profile, Run, FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS};

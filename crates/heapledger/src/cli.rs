@@ -57,6 +57,12 @@ enum Command {
         /// end); 0 does not wait.
         #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = parse_seconds)]
         wait_children: f64,
+        /// Every SECONDS, each process writes a checkpoint of its profile
+        /// while it runs (only when something changed), so that a process
+        /// killed by SIGKILL or the OOM killer still has a profile, up to
+        /// its last checkpoint; 0 writes none.
+        #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = parse_seconds)]
+        checkpoint_every: f64,
         /// Number of rows in each table of the summary.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -224,6 +230,7 @@ pub fn main() -> Result<u8> {
             sample_every,
             exact_lifetimes,
             wait_children,
+            checkpoint_every,
             top,
             quiet,
             program,
@@ -257,6 +264,7 @@ pub fn main() -> Result<u8> {
                 top,
                 quiet,
                 wait_children: std::time::Duration::from_secs_f64(wait_children),
+                checkpoint_every: std::time::Duration::from_secs_f64(checkpoint_every),
             })
         }
         Command::Tree {

@@ -450,6 +450,10 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
         },
     });
     ext.degraded = d.degraded.as_ref().map(degraded);
+    ext.checkpoint = d.checkpoint.map(|c| mp::CheckpointInfo {
+        seq: c.seq,
+        time: c.ticks.saturating_sub(d.start_ticks),
+    });
     p.heapledger = Some(ext);
     p.heapledger.as_mut().unwrap().runtime_leaks = mp::runtime::classify_leaks(&p);
     p.fill_malt_totals();

@@ -57,6 +57,12 @@ pub(crate) struct Dumps {
 /// decoded; each file is removed once read, so that an interrupt leaves
 /// nothing behind. `running`: the processes still running when heapledger
 /// stopped waiting.
+///
+/// A process that could not write its dump at its end (killed by SIGKILL
+/// or the OOM killer, or still running) is read from its last checkpoint
+/// (`P.ckpt` beside its dump `P`, written whole while it ran), which says
+/// so (`Dump::checkpoint`). A checkpoint of an image the process replaced
+/// with `exec` is left out, as that image's dump would be.
 pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
     let mut dumps = Vec::new();
     let mut unreadable = false;
@@ -66,7 +72,66 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
         .map(|e| e.path())
         .collect();
     entries.sort();
+    let mut checkpoints: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
+    let mut files = Vec::new();
     for path in entries {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.unwrap_or_default();
+        if name.ends_with(".tmp") {
+            // A checkpoint cut short; the one before it, if any, stands.
+            let _ = std::fs::remove_file(&path);
+        } else if let Some(dump) = name.strip_suffix(".ckpt") {
+            checkpoints.insert(path.with_file_name(dump), path);
+        } else {
+            files.push(path);
+        }
+    }
+    // The dump files a checkpoint stands for even where the dump file is
+    // gone, and the latest image of each process.
+    for base in checkpoints.keys() {
+        if !files.contains(base) {
+            files.push(base.clone());
+        }
+    }
+    files.sort();
+    let image = |p: &Path| -> u32 {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.unwrap_or_default();
+        let mut parts = name.split('.');
+        parts.next();
+        parts.next().and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    let mut latest: std::collections::HashMap<u32, u32> = Default::default();
+    for f in &files {
+        if let Some(pid) = dump_pid(f) {
+            let e = latest.entry(pid).or_insert(0);
+            *e = (*e).max(image(f));
+        }
+    }
+    for path in files {
+        let checkpoint = checkpoints.remove(&path);
+        let read_checkpoint = |dumps: &mut Vec<heapledger_wire::Dump>| -> bool {
+            let Some(c) = &checkpoint else { return false };
+            let last_image =
+                dump_pid(&path).is_none_or(|pid| latest.get(&pid) == Some(&image(&path)));
+            let bytes = std::fs::read(c).unwrap_or_default();
+            let _ = std::fs::remove_file(c);
+            match heapledger_wire::decode(&bytes) {
+                Ok(d) if last_image => {
+                    dumps.push(d);
+                    true
+                }
+                Ok(_) => false,
+                Err(e) => {
+                    eprintln!("heapledger: skipping {}: {e}", c.display());
+                    false
+                }
+            }
+        };
+        if !path.exists() {
+            read_checkpoint(&mut dumps);
+            continue;
+        }
         // The program can write in this directory: a FIFO or a device
         // there would hang the read, and a link lead elsewhere.
         let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
@@ -76,6 +141,9 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
                 path.display()
             );
             let _ = std::fs::remove_file(&path);
+            if let Some(c) = &checkpoint {
+                let _ = std::fs::remove_file(c);
+            }
             continue;
         }
         let bytes = std::fs::read(&path)?;
@@ -85,22 +153,32 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
             // replaced itself with exec (its new image has a file of its
             // own), was killed by SIGKILL, or still runs.
             empty.extend(dump_pid(&path));
+            read_checkpoint(&mut dumps);
             continue;
         }
         match heapledger_wire::decode(&bytes) {
-            Ok(d) => dumps.push(d),
+            Ok(d) => {
+                dumps.push(d);
+                if let Some(c) = &checkpoint {
+                    let _ = std::fs::remove_file(c);
+                }
+            }
             Err(heapledger_wire::DecodeError::Truncated)
                 if dump_pid(&path).is_some_and(|p| running.contains(&p)) =>
             {
-                // Caught at the deadline, writing its dump as it ends.
-                eprintln!(
-                    "heapledger: skipping {}: the process was still writing it",
-                    path.display()
-                )
+                if !read_checkpoint(&mut dumps) {
+                    // Caught at the deadline, writing its dump as it ends.
+                    eprintln!(
+                        "heapledger: skipping {}: the process was still writing it",
+                        path.display()
+                    )
+                }
             }
             Err(e) => {
-                unreadable = true;
-                eprintln!("heapledger: skipping {}: {e}", path.display())
+                if !read_checkpoint(&mut dumps) {
+                    unreadable = true;
+                    eprintln!("heapledger: skipping {}: {e}", path.display())
+                }
             }
         }
     }

@@ -32,4 +32,7 @@ pub struct RunOptions {
     /// How long to wait, once the program has ended, for the processes it
     /// started that still run (followed children only).
     pub wait_children: std::time::Duration,
+    /// Time between the checkpoints each process writes while it runs (the
+    /// profile of a process killed by SIGKILL); zero: none.
+    pub checkpoint_every: std::time::Duration,
 }

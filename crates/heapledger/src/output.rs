@@ -166,9 +166,14 @@ pub fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Res
         drop(file);
         let mut w = heapledger_store::Writer::create(tmp).map_err(|e| anyhow::anyhow!("{e}"))?;
         for (i, p) in profiles.iter().enumerate() {
+            let tps = p.globals.ticks_per_second.max(1) as f64;
             let meta = heapledger_store::ProcessMeta {
                 is_main: i == 0,
-                checkpoint: None,
+                checkpoint: p
+                    .heapledger
+                    .as_ref()
+                    .and_then(|e| e.checkpoint)
+                    .map(|c| (c.seq, c.time as f64 / tps)),
             };
             w.add_process(p, meta).map_err(|e| anyhow::anyhow!("{e}"))?;
         }

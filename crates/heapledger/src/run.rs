@@ -373,6 +373,10 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     if o.exact_lifetimes {
         opts.push_str(",lifetimes=exact");
     }
+    let checkpoint_ms = o.checkpoint_every.as_millis();
+    if checkpoint_ms > 0 {
+        opts.push_str(&format!(",checkpoint={}", checkpoint_ms.max(1)));
+    }
     let reaper = o.follow && become_subreaper();
     let child = match Command::new(&o.program)
         .args(&o.args)

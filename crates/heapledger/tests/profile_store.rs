@@ -205,3 +205,74 @@ fn a_json_profile_still_reads() {
     assert_eq!(a, b);
     assert!(!p.stacks.is_empty());
 }
+
+/// Issue 30's acceptance: a program killed by SIGKILL mid-run leaves a
+/// valid profile holding its allocations up to its last checkpoint, marked
+/// as such in the store, the profile and the summary; `run` exits as the
+/// program did (128 + 9).
+#[test]
+fn a_program_killed_by_sigkill_leaves_its_last_checkpoint() {
+    let dir = Scratch::new("store-kill");
+    let exe = dir.join("checkpoint");
+    compile("cc", &["checkpoint.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "--checkpoint-every", "0.1", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(137), "{err}");
+    assert!(err.contains("Checkpoint       the process could not write its profile at its end: this is its checkpoint "), "{err}");
+    assert!(
+        err.contains("killed by signal 9") || err.contains("SIGKILL"),
+        "{err}"
+    );
+
+    // The store says so, for sqlite3 users too.
+    let c = rusqlite::Connection::open(&store).unwrap();
+    let (complete, seq, secs): (bool, i64, f64) = c
+        .query_row(
+            "SELECT complete, checkpoint_seq, checkpoint_seconds FROM process WHERE is_main",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert!(!complete);
+    assert!(seq >= 1, "{seq}");
+    assert!(secs > 0.0 && secs < 10.0, "{secs}");
+    drop(c);
+
+    // Its numbers, exact at each site, through the store and the export.
+    let json = dir.join("p.json");
+    let e = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["export", "--format", "malt", "-o"])
+        .arg(&json)
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("was killed"));
+    let p = heapledger_profile::Profile::from_path(&json).unwrap();
+    assert!(p.heapledger.as_ref().unwrap().checkpoint.is_some());
+    let at = |f: &str| {
+        let s = p
+            .stacks
+            .iter()
+            .filter(|s| s.stack.iter().any(|a| frame(&p, *a).0 == f))
+            .fold((0, 0, 0, 0), |t, s| {
+                (
+                    t.0 + s.infos.alloc.count,
+                    t.1 + s.infos.alloc.sum,
+                    t.2 + s.infos.free.count,
+                    t.3 + s.infos.alive_req,
+                )
+            });
+        s
+    };
+    assert_eq!(at("kept_site"), (10, 12370, 0, 12370));
+    assert_eq!(at("freed_site"), (5, 11725, 5, 0));
+    assert_eq!(at("zeroed_site"), (3, 10371, 0, 10371));
+}

@@ -26,6 +26,12 @@ const SMALL_SIZES: usize = 4097;
 const SIZE_PAGE: usize = 64;
 const SIZE_PAGES: usize = SMALL_SIZES.div_ceil(SIZE_PAGE);
 
+impl Default for SizeHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl SizeHistogram {
     pub fn new() -> Self {
         SizeHistogram {
@@ -107,6 +113,12 @@ pub struct Histogram {
 }
 
 const HIST_MAX: usize = 1 << 16;
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl Histogram {
     /// An empty histogram, which allocates nothing until its first key (as
