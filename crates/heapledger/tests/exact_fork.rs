@@ -307,8 +307,8 @@ fn the_children_folder_holds_the_last_runs_children_only() {
         v
     };
     let none: &[&str] = &[];
-    let (_, first) = profile_of("dwarf", &dir, &exe, none);
-    let (_, second) = profile_of("dwarf", &dir, &exe, none);
+    let (_, first) = profile_of_json("dwarf", &dir, &exe, none);
+    let (_, second) = profile_of_json("dwarf", &dir, &exe, none);
     assert_ne!(child_pid(&first), child_pid(&second));
     assert_eq!(
         names(),
@@ -316,10 +316,10 @@ fn the_children_folder_holds_the_last_runs_children_only() {
     );
 
     let childless = std::path::Path::new("/bin/true");
-    profile_of("dwarf", &dir, childless, none);
+    profile_of_json("dwarf", &dir, childless, none);
     assert!(!children.exists(), "{:?}", names());
 
-    let (_, third) = profile_of("dwarf", &dir, &exe, none);
+    let (_, third) = profile_of_json("dwarf", &dir, &exe, none);
     std::fs::write(children.join("notes.txt"), "mine").unwrap();
     assert_eq!(
         names(),
@@ -328,6 +328,6 @@ fn the_children_folder_holds_the_last_runs_children_only() {
             "notes.txt".to_string()
         ]
     );
-    profile_of("dwarf", &dir, childless, none);
+    profile_of_json("dwarf", &dir, childless, none);
     assert_eq!(names(), vec!["notes.txt".to_string()]);
 }

@@ -53,7 +53,7 @@ extern "C" {
     /// true from the start, false from the first `pthread_create` (set
     /// before the new thread exists) for good, even in a forked child
     /// (glibc 2.36). glibc's malloc skips its own locking on it.
-    static __libc_single_threaded: u8;
+    static mut __libc_single_threaded: u8;
 }
 
 /// Whether this process has one thread, so that no other thread can touch
@@ -67,6 +67,22 @@ pub fn single_threaded() -> bool {
     // SAFETY: a byte that glibc writes only from the thread that creates a
     // thread (or forks); read as a volatile load.
     unsafe { core::ptr::read_volatile(&raw const __libc_single_threaded) != 0 }
+}
+
+/// Says again that the process has one thread, after the recorder made a
+/// thread of its own (`process::checkpoint`), which glibc counted: that
+/// thread takes no lock of glibc's and calls no allocator of the program's
+/// (it uses the recorder's arena), and reads the recorder's tables only
+/// while every other thread is held (`thread::freeze`). So the program's
+/// one thread keeps glibc's fast paths and the recorder's, as without it.
+/// Called by the thread that made it, right after; a `pthread_create` of
+/// the program's clears the flag again, as it should.
+pub fn single_threaded_again(was: bool) {
+    if was {
+        // SAFETY: the byte glibc itself writes from the creating thread;
+        // no other thread of the program exists to read it meanwhile.
+        unsafe { core::ptr::write_volatile(&raw mut __libc_single_threaded, 1) };
+    }
 }
 
 /// `a += v`, returning the new value: a locked add where other threads may

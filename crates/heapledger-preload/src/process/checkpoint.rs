@@ -22,10 +22,24 @@
 //! So a checkpoint's counters are each thread's as of some moment between
 //! two of its events, and never a table being grown.
 //!
+//! A thread of the recorder must not keep the process alive: glibc ends a
+//! process whose threads all left through `pthread_exit` (`main` among
+//! them) when its count of threads, `__nptl_nthreads`, falls to zero, and
+//! a thread of ours would hold it at one for ever (a program whose main
+//! thread leaves first hung at its end). So the count is lowered by one
+//! once the thread is made, as if it were not there, and the thread never
+//! leaves through glibc (which would lower it again): it ends with the
+//! `exit` system call. Where the C library has no such count (not glibc),
+//! no thread is made, and no checkpoint written.
+//!
+//! For the same reason the process still counts as single-threaded where
+//! it was (`sync::single_threaded_again`): glibc's malloc and the
+//! recorder keep their one-thread fast paths.
+//!
 //! What it costs: the copy of every counter while the threads wait (for
 //! `stacks 1000000 500000`, half a million stacks: see docs/recorder.md),
-//! and a thread of the process (glibc then counts the process as
-//! threaded).
+//! and a thread of the process, which the program sees in
+//! `/proc/self/task`.
 //!
 //! The descriptor of the file being written is opened by path and moved
 //! at once above the program's numbers (`dump::ckpt`): a program that
@@ -61,6 +75,15 @@ pub fn start() {
     let t = tls::tls();
     let was = t.in_hook.replace(true);
     let own = t.own_calls.replace(true);
+    // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches every object.
+    let count = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__nptl_nthreads".as_ptr()) }
+        as *const core::sync::atomic::AtomicU32;
+    if count.is_null() {
+        STARTED_FOR.store(0, Ordering::Relaxed);
+        t.own_calls.set(own);
+        t.in_hook.set(was);
+        return;
+    }
     // SAFETY: sigset_t and pthread types are plain data, initialized by the
     // calls below before use; the thread gets every signal blocked (it
     // inherits the mask), and this thread's mask is put back.
@@ -74,8 +97,14 @@ pub fn start() {
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         libc::pthread_attr_setstacksize(&mut attr, 256 * 1024);
         let mut th: libc::pthread_t = 0;
+        let alone = crate::base::sync::single_threaded();
         if libc::pthread_create(&mut th, &attr, run, ms as *mut c_void) != 0 {
             STARTED_FOR.store(0, Ordering::Relaxed);
+        } else {
+            // Not counted as one of the program's threads (see above): the
+            // calling thread is counted, so this never reaches zero.
+            (*count).fetch_sub(1, Ordering::AcqRel);
+            crate::base::sync::single_threaded_again(alone);
         }
         libc::pthread_attr_destroy(&mut attr);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
@@ -116,7 +145,12 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
         // SAFETY: no preconditions.
         let ours = STARTED_FOR.load(Ordering::Relaxed) == unsafe { libc::getpid() };
         if phase::get() != phase::State::Recording || !ours {
-            return core::ptr::null_mut();
+            // Not through glibc, which would count this thread out a
+            // second time (see the module's doc).
+            loop {
+                // SAFETY: ends this thread only; it holds no lock.
+                unsafe { libc::syscall(libc::SYS_exit, 0) };
+            }
         }
         let now = activity();
         if last != Some(now) && dump::write_checkpoint(HOLD_LIMIT_NS) {

@@ -201,6 +201,67 @@ pub fn profile_of<S: AsRef<OsStr>>(
         store.display(),
         String::from_utf8_lossy(&e.stderr)
     );
+    export_children(dir, &store);
+    let profile = Profile::from_path(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    (profile, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The store's other processes, each exported to
+/// `dir/p.children/heapledger-<exe>-<pid>.json` (where `run -o p.json` puts
+/// them), so that tests of child processes read them through the store.
+pub fn export_children(dir: &Scratch, store: &Path) {
+    let children = dir.join("p.children");
+    let _ = std::fs::remove_dir_all(&children);
+    let c = rusqlite::Connection::open(store).expect("the profile store");
+    let others: Vec<(u32, String)> = c
+        .prepare("SELECT pid, exe FROM process WHERE NOT is_main ORDER BY pid")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    drop(c);
+    for (pid, exe) in others {
+        std::fs::create_dir_all(&children).unwrap();
+        let out = children.join(format!("heapledger-{exe}-{pid}.json"));
+        let e = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+            .args([
+                "export",
+                "--format",
+                "malt",
+                "--pid",
+                &pid.to_string(),
+                "-o",
+            ])
+            .arg(&out)
+            .arg(store)
+            .output()
+            .expect("cannot run heapledger");
+        assert!(
+            e.status.success(),
+            "heapledger export --pid {pid}: {}",
+            String::from_utf8_lossy(&e.stderr)
+        );
+    }
+}
+
+/// `profile_of` with `run -o p.json`: MALT's JSON written by `run` itself,
+/// the children's in `p.children/`.
+pub fn profile_of_json<S: AsRef<OsStr>>(
+    stack: &str,
+    dir: &Scratch,
+    program: &Path,
+    args: &[S],
+) -> (Profile, String) {
+    let out = dir.join("p.json");
+    let o = heapledger_run(stack, &out, program, args);
+    assert!(
+        o.status.success(),
+        "heapledger run {} failed ({}):\n{}",
+        program.display(),
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     let profile = Profile::from_path(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
     (profile, String::from_utf8_lossy(&o.stdout).into_owned())
 }
