@@ -285,30 +285,21 @@ impl Store {
             nodes.frames(node as u32, out);
             Ok(out.iter().map(|&f| addrs[f as usize]).collect())
         };
-        let ids: Option<Vec<String>> = self.section(pid, "stackIds")?;
         let mut scratch = Vec::new();
-        let (mut node, mut id) = (0i64, 0i64);
+        let mut node = 0i64;
         let mut text = [0u8; 24];
         self.blocks(pid, "stack", STACK_COLUMNS, |v, n| {
             let col = |c: usize, i: usize| v[c * n + i];
-            let mut row = [0u64; STACK_COLUMNS - 2];
+            let mut row = [0u64; STACK_COLUMNS - 1];
             for i in 0..n {
                 node = node.wrapping_add(unzigzag(col(0, i)));
-                id = id.wrapping_add(unzigzag(col(1, i)));
                 for (k, cell) in row.iter_mut().enumerate() {
-                    *cell = col(k + 2, i);
+                    *cell = col(k + 1, i);
                 }
-                let at = p.stacks.stats.len();
-                let stack_id = match &ids {
-                    Some(ids) => ids
-                        .get(at)
-                        .cloned()
-                        .ok_or_else(|| corrupt("it has fewer stack ids than stacks"))?,
-                    None => Addr::native(id as u64).format_into(&mut text).to_owned(),
-                };
+                let id = p.stacks.stats.len() as u64 + 1;
                 p.stacks.stats.push(StackStat {
                     stack: node_stack(node, &mut scratch)?,
-                    stack_id,
+                    stack_id: Addr::native(id).format_into(&mut text).to_owned(),
                     infos: infos(&row),
                 });
             }

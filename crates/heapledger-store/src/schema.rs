@@ -53,11 +53,11 @@ CREATE VIEW frames AS
 /// parent), and its frame (a row of `frame`).
 pub const NODE_COLUMNS: usize = 2;
 
-/// `stack` blocks: per stack, in the profile's order, its leaf node (the
-/// difference from the stack before, zigzagged), its id, then MALT's
+/// `stack` blocks: per stack, in the order of their nodes, its leaf node
+/// (the difference from the stack before, zigzagged), then MALT's
 /// counters; a free count or sum is stored as its difference from the
 /// allocation's, which is mostly 0 (see `write::stack_row`).
-pub const STACK_COLUMNS: usize = 28;
+pub const STACK_COLUMNS: usize = 27;
 
 /// `leak` blocks: per stack with blocks alive at the end, its node (the
 /// difference from the leak before, zigzagged), the blocks and the bytes.

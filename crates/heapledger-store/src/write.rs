@@ -178,24 +178,20 @@ impl Writer {
             out[0] = rows[i].0;
             out[1] = u64::from(rows[i].1);
         })?;
-        let mut prev_node = 0i64;
-        let mut prev_id = 0i64;
+        // Stacks in the order of their nodes (depth first): the node column
+        // then grows by small steps, and the counters of neighbouring
+        // stacks look alike. The profile's order and its stack ids (labels
+        // only) are not kept: ids are numbered in this order.
         let stats = &p.stacks.stats;
-        let stack_ids: Vec<Option<u64>> = stats.iter().map(|s| parse_hex(&s.stack_id)).collect();
-        if stack_ids.iter().any(Option::is_none) {
-            // Ids this store cannot hold as numbers (not a heapledger
-            // profile's): kept as they are.
-            let all: Vec<&str> = stats.iter().map(|s| s.stack_id.as_str()).collect();
-            put_section(c, pid, "stackIds", &all)?;
-        }
+        let mut order: Vec<u32> = (0..stats.len() as u32).collect();
+        order.sort_by_key(|&i| stack_nodes[i as usize]);
+        let mut prev_node = 0i64;
         put_blocks("stack", STACK_COLUMNS, stats.len(), &mut |i, out| {
+            let i = order[i] as usize;
             let node = i64::from(stack_nodes[i]);
             out[0] = zigzag(node - prev_node);
             prev_node = node;
-            let id = stack_ids[i].unwrap_or(0) as i64;
-            out[1] = zigzag(id.wrapping_sub(prev_id));
-            prev_id = id;
-            stack_row(&stats[i].infos, &mut out[2..]);
+            stack_row(&stats[i].infos, &mut out[1..]);
         })?;
         let mut prev_leak = 0i64;
         put_blocks("leak", LEAK_COLUMNS, p.leaks.len(), &mut |i, out| {
@@ -271,10 +267,6 @@ impl Writer {
             .close()
             .map_err(|(_, e)| StoreError::Io(e.to_string()))
     }
-}
-
-fn parse_hex(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
 
 fn mms(m: &MinMaxSum, out: &mut [u64]) {
