@@ -24,11 +24,15 @@
 //! - `walk.rs`: a capture that walks the frames (on the thread's stack, or
 //!   over a copy of a foreign one);
 //! - `step.rs`: one frame's step, and the checks that a part of the
-//!   record still holds.
+//!   record still holds;
+//! - `rules.rs`: the thread's cache of unwind rules by return address,
+//!   learnt from framehop's, so that most steps do not go through framehop.
 
+mod rules;
 mod step;
 mod walk;
 
+use rules::Rule;
 use step::{first_state, same_state, words_unchanged};
 
 use crate::base::sync;
@@ -195,13 +199,14 @@ pub struct Unwind {
     /// Steps since the miss rate was last looked at, and the misses then.
     cache_steps: u32,
     cache_misses: u64,
-    /// The bp-dependence (BP_DEP, BP_RESTORED) found for a return address,
-    /// so that the probing second step runs once per address: it is a
-    /// property of the unwind rule at that address. Direct-mapped on the
-    /// address (with the IP_FRAME flag folded in); emptied when the module
-    /// list changes. `DEP_CACHE_FIRST` slots, `DEP_CACHE` once the thread's
+    /// The unwind rule learnt for a return address (see `rules.rs`), or at
+    /// least the bp-dependence (BP_DEP, BP_RESTORED) of its step, so that
+    /// the probing second step runs once per address: both are properties
+    /// of the unwind rule at that address. Direct-mapped on the address
+    /// (with the IP_FRAME flag folded in); emptied when the module list
+    /// changes. `DEP_CACHE_FIRST` slots, `DEP_CACHE` once the thread's
     /// stacks prove to cover thousands of addresses (with the rule caches).
-    deps: Vec<(u64, u8)>,
+    rules: Vec<Rule>,
     /// The most words one walk may read (`tmp_reads` and `reads` grow to it
     /// as stacks need).
     max_reads: usize,
@@ -290,7 +295,7 @@ impl Unwind {
             },
             cache_steps: 0,
             cache_misses: 0,
-            deps: vec![(0, 0); DEP_CACHE_FIRST],
+            rules: vec![Rule::default(); DEP_CACHE_FIRST],
             ids: vec![(0, 0); ID_CACHE],
             stack_lo,
             stack_hi,

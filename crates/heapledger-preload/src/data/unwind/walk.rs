@@ -37,7 +37,7 @@ impl Unwind {
             for s in self.snaps.iter_mut() {
                 s.valid = false;
             }
-            self.deps.fill((0, 0));
+            self.rules.fill(Rule::default());
         }
         let set = snapshot_set(&first);
         let mut cursor = self.rec.len(); // record frames at >= cursor have sp < current
