@@ -118,6 +118,40 @@ pub fn map(len: usize) -> *mut u8 {
     map_with(len, 0)
 }
 
+/// Like [`map`], for a table of `len` bytes (a multiple of 2 MiB) read at
+/// random, where most accesses would otherwise miss the TLB as well as the
+/// cache (the stack table's index at hundreds of thousands of stacks):
+/// aligned to 2 MiB and advised to be backed by transparent huge pages
+/// (where the kernel has them on `madvise`; otherwise plain pages). Such a
+/// table is touched all over anyway, so the huge pages cost no memory it
+/// would not use. Never given back.
+pub fn map_huge(len: usize) -> *mut u8 {
+    const HUGE: usize = 2 << 20;
+    if len < HUGE || !len.is_multiple_of(HUGE) {
+        return map(len);
+    }
+    let raw = map_raw(len + HUGE, 0);
+    if raw.is_null() {
+        return raw;
+    }
+    let start = (raw as usize).next_multiple_of(HUGE);
+    let head = start - raw as usize;
+    let _e = sync::ErrnoGuard::new();
+    // SAFETY: the parts of our fresh mapping before and after the aligned
+    // `len` bytes are given back; advice on the rest.
+    unsafe {
+        if head > 0 {
+            unmap_raw(raw, head);
+        }
+        if HUGE - head > 0 {
+            unmap_raw((start + len) as *mut u8, HUGE - head);
+        }
+        libc::syscall(libc::SYS_madvise, start, len, libc::MADV_HUGEPAGE);
+    }
+    mapped(len as u64);
+    start as *mut u8
+}
+
 /// Like [`map`], with every page faulted in by the kernel at once: for a
 /// table that is about to be written all over (a live-block table being
 /// rehashed), one system call instead of a trap per page.

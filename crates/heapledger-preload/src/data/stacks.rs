@@ -144,8 +144,26 @@ pub fn find(hash: u64, eq: &impl Fn(&[u64]) -> bool) -> Option<StackId> {
     }
 }
 
+/// Starts fetching the index slot where `find(hash)` looks first, so that
+/// work done before the lookup hides the cache miss.
+#[inline(always)]
+pub fn prefetch(hash: u64) {
+    let idx = INDEX.load(Ordering::Acquire);
+    if idx.is_null() {
+        return;
+    }
+    // SAFETY: published indexes are never freed; the slot is inside it
+    // (and a prefetch does not fault anyway).
+    unsafe {
+        let idx = &*idx;
+        let p = idx.slots.add((hash as usize) & idx.mask);
+        #[cfg(target_arch = "x86_64")]
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+}
+
 fn new_index(cap: usize) -> *mut Index {
-    let slots = arena::map(cap * 8) as *const AtomicU64;
+    let slots = arena::map_huge(cap * 8) as *const AtomicU64;
     let idx = arena::map(core::mem::size_of::<Index>()) as *mut Index;
     if slots.is_null() || idx.is_null() {
         return null_mut();

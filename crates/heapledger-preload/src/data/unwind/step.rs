@@ -13,8 +13,9 @@ impl Unwind {
     /// (`lo`), the words are compared without checking each address.
     #[inline]
     pub(super) fn reads_unchanged(&self, p: usize, lo: u64, hi: u64) -> bool {
-        let reads = &self.reads[..self.rec_rd[p + 1] as usize];
-        if self.rec_min[p] >= lo {
+        let f = &self.rec[p];
+        let reads = &self.reads[..f.rd_end as usize];
+        if f.min >= lo {
             // SAFETY: inside this thread's stack, above our own frame.
             unsafe { words_unchanged(reads) }
         } else {
@@ -78,7 +79,20 @@ impl Unwind {
         if known.key == key && known.kind != SLOW {
             return self.step_rule(known, st, mem);
         }
-        self.step_slow(st, u, mem, key, slot)
+        // The slow step's result comes back through memory: read it field by
+        // field, so that the walk's state stays in registers (copied whole,
+        // a 16-byte load over two stores stalled every step, fast or not).
+        let mut out = State::default();
+        if self.step_slow(st, u, mem, key, slot, &mut out) {
+            Some(State {
+                ra: out.ra,
+                sp: out.sp,
+                bp: out.bp,
+                flags: out.flags,
+            })
+        } else {
+            None
+        }
     }
 
     /// Frame pointers: [bp] is the caller's bp, [bp+8] its return address.
@@ -108,7 +122,33 @@ impl Unwind {
     /// A step by framehop (no rule of ours for this address): a signal
     /// frame, a rule not learnt yet, or one that is not ours to run.
     #[inline(never)]
-    fn step_slow(&mut self, st: State, u: &Fh, mem: Mem, key: u64, slot: usize) -> Option<State> {
+    fn step_slow(
+        &mut self,
+        st: State,
+        u: &Fh,
+        mem: Mem,
+        key: u64,
+        slot: usize,
+        res: &mut State,
+    ) -> bool {
+        match self.step_slow_inner(st, u, mem, key, slot) {
+            Some(s) => {
+                *res = s;
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline(always)]
+    fn step_slow_inner(
+        &mut self,
+        st: State,
+        u: &Fh,
+        mem: Mem,
+        key: u64,
+        slot: usize,
+    ) -> Option<State> {
         self.last_dep = BP_DEP;
         let ci = self.cache_index(st.ra);
         let reads = &mut self.tmp_reads;
@@ -162,7 +202,7 @@ impl Unwind {
         };
         // Known for this address from an earlier successful probe? (A step
         // that failed is always probed again.)
-        let logged_from = self.tmp_rd.last().copied().unwrap_or(0) as usize;
+        let logged_from = self.step_from as usize;
         if out.is_some() && self.rules[slot].key == key {
             self.last_dep = self.rules[slot].dep | self.ra_read(logged_from, out);
             return out;
