@@ -71,6 +71,23 @@ const EMPTY_ENTRY: Entry = Entry {
 const EMPTY_SHARD: Shard = Shard(SpinLock::new(Table::new()));
 pub static SHARD_TABLE: [Shard; SHARDS] = [EMPTY_SHARD; SHARDS];
 
+/// A shard's first table or first records: 4 KiB, zero-filled. The first
+/// `PLAIN_TABLES` are mappings of their own; later ones (a heap spread
+/// over more than about 16 shards) come from the huge-page pool
+/// (`arena::pool_take`), so that a table per shard does not cost a TLB
+/// entry per shard, while a small program does not pay for a 2 MiB page.
+pub(super) fn first_table() -> *mut u8 {
+    static TAKEN: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+    const PLAIN_TABLES: u32 = 32;
+    if TAKEN.fetch_add(1, Ordering::Relaxed) >= PLAIN_TABLES {
+        let p = crate::base::arena::pool_take();
+        if !p.is_null() {
+            return p;
+        }
+    }
+    crate::base::arena::map_populated(crate::base::arena::POOL_CHUNK)
+}
+
 /// Slots follow the address order inside each 16 MiB region (plus a
 /// scrambled per-region offset): neighbouring blocks, neighbouring slots.
 ///
@@ -208,6 +225,39 @@ pub fn insert(e: Entry) -> bool {
     }
     settle_young();
     shard_of(e.addr).0.lock().insert(e)
+}
+
+/// Starts fetching what `remove(addr)` will read of its shard's table,
+/// where the process has one thread (with more, the table may be moving
+/// under another thread's lock): called at a hook's entry, the slot's
+/// cache miss overlaps the hook's first work.
+#[inline(always)]
+pub fn prefetch_remove(addr: u64) {
+    if sync::single_threaded() {
+        // SAFETY: one thread, and no other hook runs on it while this one
+        // does: nothing changes the table (or the young slot) meanwhile.
+        unsafe {
+            if (*young_slot(addr)).addr != addr {
+                shard_of(addr).0.get_unchecked().prefetch(addr);
+            }
+        }
+    }
+}
+
+/// Starts fetching what `insert` of a block at `addr` will read: where the
+/// process has one thread, the shard slot of the block that the new one
+/// moves out of its young slot (see `prefetch_remove`).
+#[inline(always)]
+pub fn prefetch_insert(addr: u64) {
+    if sync::single_threaded() {
+        // SAFETY: as in `prefetch_remove`.
+        unsafe {
+            let old = (*young_slot(addr)).addr;
+            if old != 0 && old != addr {
+                shard_of(old).0.get_unchecked().prefetch(old);
+            }
+        }
+    }
 }
 
 /// Forgets a block, returning what was recorded of it, if anything.
