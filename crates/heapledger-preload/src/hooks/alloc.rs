@@ -270,7 +270,6 @@ macro_rules! alloc_hook {
             let mut h = entered(t, true);
             let c = Clock::start(&mut h.st().calls);
             let mut p = $call;
-            live::prefetch_insert(p as u64);
             if p.is_null() && no_memory() && give_back_for($size) {
                 // Recording stopped: the call is tried again, and counted,
                 // not recorded.
@@ -323,7 +322,6 @@ pub(super) unsafe extern "C" fn free_full(p: *mut c_void) {
 
 #[inline(always)]
 fn free_body(t: &Tls, p: *mut c_void) {
-    live::prefetch_remove(p as u64);
     let fwd = |p| {
         if let Some(f) = real::free() {
             // SAFETY: p came from the real allocator (boot blocks returned above).

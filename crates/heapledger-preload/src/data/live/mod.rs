@@ -227,39 +227,6 @@ pub fn insert(e: Entry) -> bool {
     shard_of(e.addr).0.lock().insert(e)
 }
 
-/// Starts fetching what `remove(addr)` will read of its shard's table,
-/// where the process has one thread (with more, the table may be moving
-/// under another thread's lock): called at a hook's entry, the slot's
-/// cache miss overlaps the hook's first work.
-#[inline(always)]
-pub fn prefetch_remove(addr: u64) {
-    if sync::single_threaded() {
-        // SAFETY: one thread, and no other hook runs on it while this one
-        // does: nothing changes the table (or the young slot) meanwhile.
-        unsafe {
-            if (*young_slot(addr)).addr != addr {
-                shard_of(addr).0.get_unchecked().prefetch(addr);
-            }
-        }
-    }
-}
-
-/// Starts fetching what `insert` of a block at `addr` will read: where the
-/// process has one thread, the shard slot of the block that the new one
-/// moves out of its young slot (see `prefetch_remove`).
-#[inline(always)]
-pub fn prefetch_insert(addr: u64) {
-    if sync::single_threaded() {
-        // SAFETY: as in `prefetch_remove`.
-        unsafe {
-            let old = (*young_slot(addr)).addr;
-            if old != 0 && old != addr {
-                shard_of(old).0.get_unchecked().prefetch(old);
-            }
-        }
-    }
-}
-
 /// Forgets a block, returning what was recorded of it, if anything.
 #[inline(always)]
 pub fn remove(addr: u64) -> Option<Entry> {

@@ -393,23 +393,6 @@ impl Table {
         self.near.release() + self.far.release() + self.records.release()
     }
 
-    /// Starts fetching the slot where `addr`'s block sits or would go in
-    /// the address-ordered table.
-    #[inline(always)]
-    pub fn prefetch(&self, addr: u64) {
-        if !self.near.slots.is_null() {
-            let i = near_hash(addr) & self.near.mask;
-            // SAFETY: inside the table (a prefetch never faults anyway).
-            let p = unsafe { self.near.slots.add(i) };
-            // SAFETY: a hint, no memory is accessed.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    p as *const i8,
-                )
-            };
-        }
-    }
-
     #[inline(always)]
     pub fn remove(&mut self, addr: u64) -> Option<Entry> {
         let s = match self.near.take(addr, near_hash, true) {
