@@ -118,6 +118,129 @@ pub fn map(len: usize) -> *mut u8 {
     map_with(len, 0)
 }
 
+/// Like [`map`], for a table of `len` bytes (a multiple of 2 MiB) read at
+/// random, where most accesses would otherwise miss the TLB as well as the
+/// cache (the stack table's index at hundreds of thousands of stacks):
+/// aligned to 2 MiB and advised to be backed by transparent huge pages
+/// (where the kernel has them on `madvise`; otherwise plain pages). Such a
+/// table is touched all over anyway, so the huge pages cost no memory it
+/// would not use. Never given back.
+pub fn map_huge(len: usize) -> *mut u8 {
+    if len < HUGE || !len.is_multiple_of(HUGE) {
+        return map(len);
+    }
+    let p = map_huge_raw(len);
+    if !p.is_null() {
+        mapped(len as u64);
+    }
+    p
+}
+
+/// [`map_huge`] for a multiple of 2 MiB, counted nowhere.
+fn map_huge_raw(len: usize) -> *mut u8 {
+    let raw = map_raw(len + HUGE, 0);
+    if raw.is_null() {
+        return raw;
+    }
+    let start = (raw as usize).next_multiple_of(HUGE);
+    let head = start - raw as usize;
+    let _e = sync::ErrnoGuard::new();
+    // SAFETY: the parts of our fresh mapping before and after the aligned
+    // `len` bytes are given back; advice on the rest.
+    unsafe {
+        if head > 0 {
+            unmap_raw(raw, head);
+        }
+        if HUGE - head > 0 {
+            unmap_raw((start + len) as *mut u8, HUGE - head);
+        }
+        libc::syscall(libc::SYS_madvise, start, len, libc::MADV_HUGEPAGE);
+    }
+    start as *mut u8
+}
+
+/// Small tables read at random on every event (the live-block table's
+/// shards: 4 KiB each at first, a table and its records): 4 KiB chunks
+/// carved from one reservation of `POOL_BYTES` backed by transparent huge
+/// pages (see [`map_huge`]), so that a heap spread over hundreds of shards
+/// costs the TLB a few entries instead of one per table (the `varied`
+/// churn, 4096 blocks over about 150 shards, `--stack none`). Taken with
+/// one atomic add, no lock (a fork needs none released); a chunk is never
+/// handed out twice: a table that outgrows its chunk leaves it, which
+/// wastes at most a few chunks per shard (its tables only grow), and the
+/// pool's end sends the rest to plain mappings. Counted as the recorder's
+/// memory by 2 MiB, as the chunks reach each.
+pub const POOL_CHUNK: usize = 4096;
+const POOL_BYTES: usize = 8 << 20;
+const HUGE: usize = 2 << 20;
+static POOL_BASE: AtomicUsize = AtomicUsize::new(0);
+static POOL_TAKEN: AtomicUsize = AtomicUsize::new(0);
+
+/// A zero-filled chunk of the pool, or null when none is left.
+pub fn pool_take() -> *mut u8 {
+    let mut base = POOL_BASE.load(Ordering::Acquire);
+    if base == 0 {
+        let p = map_huge_raw(POOL_BYTES);
+        if p.is_null() {
+            return p;
+        }
+        match POOL_BASE.compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => base = p as usize,
+            Err(other) => {
+                // Another thread reserved it first.
+                // SAFETY: our own fresh reservation, never handed out.
+                unsafe { unmap_raw(p, POOL_BYTES) };
+                base = other;
+            }
+        }
+    }
+    let i = POOL_TAKEN.fetch_add(1, Ordering::Relaxed);
+    if i >= POOL_BYTES / POOL_CHUNK {
+        return null_mut();
+    }
+    if (i * POOL_CHUNK).is_multiple_of(HUGE) {
+        mapped(HUGE as u64);
+    }
+    (base + i * POOL_CHUNK) as *mut u8
+}
+
+/// Whether `p` is a chunk of the pool.
+pub fn pooled(p: *const u8) -> bool {
+    let base = POOL_BASE.load(Ordering::Acquire);
+    base != 0 && (p as usize) >= base && (p as usize) < base + POOL_BYTES
+}
+
+/// Grows a table of [`map_populated`] or of the pool from `old_len` to
+/// `new_len` bytes, as [`grow_populated`] does; a chunk of the pool is
+/// copied into a new mapping and left. Null when the kernel refuses, with
+/// the old table as it was.
+///
+/// # Safety
+/// As for [`grow_populated`].
+pub unsafe fn grow_table(p: *mut u8, old_len: usize, new_len: usize) -> *mut u8 {
+    if !pooled(p) {
+        // SAFETY: forwarded to the caller.
+        return unsafe { grow_populated(p, old_len, new_len) };
+    }
+    let q = map_populated(new_len);
+    if !q.is_null() {
+        // SAFETY: both ours, `old_len` bytes of the chunk readable.
+        unsafe { core::ptr::copy_nonoverlapping(p, q, old_len) };
+    }
+    q
+}
+
+/// Gives back a table of [`map_populated`]; a chunk of the pool is left.
+///
+/// # Safety
+/// `p` and `len` describe one such table that nothing points into any more.
+pub unsafe fn free_table(p: *mut u8, len: usize) {
+    if !pooled(p) {
+        // SAFETY: forwarded to the caller.
+        unsafe { unmap(p, len) };
+    }
+}
+
 /// Like [`map`], with every page faulted in by the kernel at once: for a
 /// table that is about to be written all over (a live-block table being
 /// rehashed), one system call instead of a trap per page.

@@ -144,8 +144,26 @@ pub fn find(hash: u64, eq: &impl Fn(&[u64]) -> bool) -> Option<StackId> {
     }
 }
 
+/// Starts fetching the index slot where `find(hash)` looks first, so that
+/// work done before the lookup hides the cache miss.
+#[inline(always)]
+pub fn prefetch(hash: u64) {
+    let idx = INDEX.load(Ordering::Acquire);
+    if idx.is_null() {
+        return;
+    }
+    // SAFETY: published indexes are never freed; the slot is inside it
+    // (and a prefetch does not fault anyway).
+    unsafe {
+        let idx = &*idx;
+        let p = idx.slots.add((hash as usize) & idx.mask);
+        #[cfg(target_arch = "x86_64")]
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+}
+
 fn new_index(cap: usize) -> *mut Index {
-    let slots = arena::map(cap * 8) as *const AtomicU64;
+    let slots = arena::map_huge(cap * 8) as *const AtomicU64;
     let idx = arena::map(core::mem::size_of::<Index>()) as *mut Index;
     if slots.is_null() || idx.is_null() {
         return null_mut();
@@ -198,8 +216,18 @@ pub fn intern(
         null_mut()
     } else {
         if g.frames_bump.is_null() || (g.frames_end as usize - g.frames_bump as usize) / 8 < len {
+            // The first 1 MiB faults in page by page, as a small program
+            // uses it; a program that fills it gets the next ones faulted
+            // in at once (written through in order: one system call
+            // instead of 256 faults; 500 000 stacks 21 frames deep take
+            // 84 MB).
+            let first = g.frames_bump.is_null();
             let bytes = (len * 8).max(1 << 20);
-            let p = arena::map(bytes) as *mut u64;
+            let p = if first {
+                arena::map(bytes)
+            } else {
+                arena::map_populated(bytes)
+            } as *mut u64;
             if p.is_null() {
                 return None;
             }
@@ -216,7 +244,15 @@ pub fn intern(
     };
     let mut chunk = DIR[chunk_no].load(Ordering::Acquire);
     if chunk.is_null() {
-        chunk = arena::map(CHUNK * core::mem::size_of::<StackEntry>()) as *mut StackEntry;
+        // Entries are written in order: past the first chunk, whose pages
+        // a small program touches few of, a chunk is faulted in at once
+        // (one system call instead of 40 faults).
+        let bytes = CHUNK * core::mem::size_of::<StackEntry>();
+        chunk = if chunk_no == 0 {
+            arena::map(bytes)
+        } else {
+            arena::map_populated(bytes)
+        } as *mut StackEntry;
         if chunk.is_null() {
             return None;
         }

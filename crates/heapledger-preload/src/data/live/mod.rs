@@ -71,6 +71,23 @@ const EMPTY_ENTRY: Entry = Entry {
 const EMPTY_SHARD: Shard = Shard(SpinLock::new(Table::new()));
 pub static SHARD_TABLE: [Shard; SHARDS] = [EMPTY_SHARD; SHARDS];
 
+/// A shard's first table or first records: 4 KiB, zero-filled. The first
+/// `PLAIN_TABLES` are mappings of their own; later ones (a heap spread
+/// over more than about 16 shards) come from the huge-page pool
+/// (`arena::pool_take`), so that a table per shard does not cost a TLB
+/// entry per shard, while a small program does not pay for a 2 MiB page.
+pub(super) fn first_table() -> *mut u8 {
+    static TAKEN: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+    const PLAIN_TABLES: u32 = 32;
+    if TAKEN.fetch_add(1, Ordering::Relaxed) >= PLAIN_TABLES {
+        let p = crate::base::arena::pool_take();
+        if !p.is_null() {
+            return p;
+        }
+    }
+    crate::base::arena::map_populated(crate::base::arena::POOL_CHUNK)
+}
+
 /// Slots follow the address order inside each 16 MiB region (plus a
 /// scrambled per-region offset): neighbouring blocks, neighbouring slots.
 ///

@@ -114,7 +114,7 @@ impl Records {
         }
         let old = self.bytes();
         let recs = if old == 0 {
-            arena::map_populated(4096)
+            super::first_table()
         } else {
             // Below NO_RECORD, which marks the end of the free list.
             if self.cap >= 1 << 31 {
@@ -122,7 +122,7 @@ impl Records {
             }
             // SAFETY: the array is one mapping of `old` bytes, owned by the
             // shard lock we hold.
-            unsafe { arena::grow_populated(self.recs as *mut u8, old, 2 * old) }
+            unsafe { arena::grow_table(self.recs as *mut u8, old, 2 * old) }
         } as *mut Record;
         if recs.is_null() {
             return false;
@@ -138,7 +138,7 @@ impl Records {
         if bytes != 0 {
             // SAFETY: the array is one mapping of `bytes`, owned by the
             // shard lock the caller holds; no slot refers to it any more.
-            unsafe { arena::unmap(self.recs as *mut u8, bytes) };
+            unsafe { arena::free_table(self.recs as *mut u8, bytes) };
         }
         *self = EMPTY_RECORDS;
         bytes

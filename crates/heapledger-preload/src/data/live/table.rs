@@ -66,8 +66,13 @@ enum Placed {
 
 impl Probe {
     fn alloc_slots(cap: usize) -> *mut Slot {
-        // Fresh anonymous mappings are zero-filled, i.e. all slots empty.
-        arena::map_populated(cap * core::mem::size_of::<Slot>()) as *mut Slot
+        // Fresh anonymous mappings are zero-filled, i.e. all slots empty
+        // (as are the pool's chunks).
+        let bytes = cap * core::mem::size_of::<Slot>();
+        if bytes == arena::POOL_CHUNK {
+            return super::first_table() as *mut Slot;
+        }
+        arena::map_populated(bytes) as *mut Slot
     }
 
     fn cap(&self) -> usize {
@@ -104,9 +109,9 @@ impl Probe {
     fn release(&mut self) -> usize {
         let bytes = self.cap() * core::mem::size_of::<Slot>();
         if !self.slots.is_null() {
-            // SAFETY: the table was one mapping of cap entries.
+            // SAFETY: the table was one table of cap entries.
             unsafe {
-                arena::unmap(
+                arena::free_table(
                     self.slots as *mut u8,
                     self.cap() * core::mem::size_of::<Slot>(),
                 )
@@ -318,9 +323,9 @@ impl Table {
         let bytes = core::mem::size_of::<Slot>();
         // SAFETY: the table is one mapping of `old` entries, owned by the
         // shard lock we hold.
-        let slots = unsafe {
-            arena::grow_populated(self.near.slots as *mut u8, old * bytes, 2 * old * bytes)
-        } as *mut Slot;
+        let slots =
+            unsafe { arena::grow_table(self.near.slots as *mut u8, old * bytes, 2 * old * bytes) }
+                as *mut Slot;
         if slots.is_null() {
             return false;
         }

@@ -24,11 +24,15 @@
 //! - `walk.rs`: a capture that walks the frames (on the thread's stack, or
 //!   over a copy of a foreign one);
 //! - `step.rs`: one frame's step, and the checks that a part of the
-//!   record still holds.
+//!   record still holds;
+//! - `rules.rs`: the thread's cache of unwind rules by return address,
+//!   learnt from framehop's, so that most steps do not go through framehop.
 
+mod rules;
 mod step;
 mod walk;
 
+use rules::Rule;
 use step::{first_state, same_state, words_unchanged};
 
 use crate::base::sync;
@@ -54,7 +58,7 @@ const BP_RESTORED: u8 = 2;
 /// gave the return address (0: not known). framehop's steps read the return
 /// address and otherwise only words that become the caller's bp (its rbp
 /// slot, or other saved registers it does not keep): where the caller's bp
-/// cannot change the unwinding (`rec_bp_matters`), those words cannot change
+/// cannot change the unwinding (`RecFrame::bp_matters`), those words cannot change
 /// the stack, and only the return address's read is kept and checked. In
 /// code built without frame pointers that halves the words a reused stack
 /// is checked against.
@@ -114,6 +118,34 @@ struct State {
     flags: u8,
 }
 
+/// A frame of the record (root first): its state; the hash of the stack
+/// from the root to it; the lowest address read for it and every frame
+/// above; where its reads end in `reads` (they start where the frame
+/// above's end); whether its incoming bp can change the unwinding of it
+/// and the frames above (through a BP_DEP frame reached before a
+/// BP_RESTORED one). Where it cannot, states are compared without bp: in
+/// code built without frame pointers rbp is an ordinary register whose
+/// value changes from call to call. One array of these, where there were
+/// six of their fields, is one push a frame.
+#[derive(Clone, Copy, Default)]
+struct RecFrame {
+    st: State,
+    hash: u64,
+    min: u64,
+    rd_end: u32,
+    bp_matters: bool,
+}
+
+/// A frame of a walk (leaf first): its state, where the reads of its step
+/// start in `tmp_reads`, and what the step found (BP_DEP, BP_RESTORED, the
+/// return address's read).
+#[derive(Clone, Copy, Default)]
+struct Walked {
+    st: State,
+    rd: u32,
+    dep: u8,
+}
+
 /// A recent stack kept whole: the state of its first frame, every stack word
 /// its unwinding read, and its id. A capture whose first frame has the same
 /// state (bp compared only where `bp_matters`) and whose words all still hold
@@ -160,31 +192,20 @@ pub struct Unwind {
     max_depth: usize,
     dwarf: bool,
     // The record, root first.
-    rec: Vec<State>,
-    rec_hash: Vec<u64>,
+    rec: Vec<RecFrame>,
     /// The record's return addresses leaf first, as the stack table keeps
     /// them, so that a stack of the table is compared with one `==`: they
     /// fill `rec_ra[rec_ra_at..]`, the root in the last slot.
     rec_ra: Vec<u64>,
     rec_ra_at: usize,
-    rec_rd: Vec<u32>, // reads of frame i are reads[rec_rd[i]..rec_rd[i+1]]
-    /// `rec_min[i]`: the lowest address read for frames 0..=i.
-    rec_min: Vec<u64>,
     reads: Vec<(u64, u64)>,
-    /// `bp_matters[i]`: whether the incoming bp of frame i can change the
-    /// unwinding of frames i..=0 (through a BP_DEP frame reached before a
-    /// BP_RESTORED one). Where it cannot, states are compared without bp:
-    /// in code built without frame pointers rbp is an ordinary register
-    /// whose value changes from call to call.
-    rec_bp_matters: Vec<bool>,
-    rec_dep: Vec<u8>,
     rec_valid: bool,
     rec_id: StackId,
     // Scratch for the new leaf frames, leaf first.
-    tmp: Vec<State>,
-    tmp_rd: Vec<u32>,
-    tmp_dep: Vec<u8>,
+    tmp: Vec<Walked>,
     tmp_reads: Vec<(u64, u64)>,
+    /// Where the reads of the step being taken start in `tmp_reads`.
+    step_from: u32,
     /// Facts about the last step (BP_DEP, BP_RESTORED).
     last_dep: u8,
     /// framehop's caches of unwind rules: one, and `RULE_CACHES` once that
@@ -195,13 +216,14 @@ pub struct Unwind {
     /// Steps since the miss rate was last looked at, and the misses then.
     cache_steps: u32,
     cache_misses: u64,
-    /// The bp-dependence (BP_DEP, BP_RESTORED) found for a return address,
-    /// so that the probing second step runs once per address: it is a
-    /// property of the unwind rule at that address. Direct-mapped on the
-    /// address (with the IP_FRAME flag folded in); emptied when the module
-    /// list changes. `DEP_CACHE_FIRST` slots, `DEP_CACHE` once the thread's
+    /// The unwind rule learnt for a return address (see `rules.rs`), or at
+    /// least the bp-dependence (BP_DEP, BP_RESTORED) of its step, so that
+    /// the probing second step runs once per address: both are properties
+    /// of the unwind rule at that address. Direct-mapped on the address
+    /// (with the IP_FRAME flag folded in); emptied when the module list
+    /// changes. `DEP_CACHE_FIRST` slots, `DEP_CACHE` once the thread's
     /// stacks prove to cover thousands of addresses (with the rule caches).
-    deps: Vec<(u64, u8)>,
+    rules: Vec<Rule>,
     /// The most words one walk may read (`tmp_reads` and `reads` grow to it
     /// as stacks need).
     max_reads: usize,
@@ -267,21 +289,15 @@ impl Unwind {
             // it): 256 states fill an 8 KiB block of the arena exactly,
             // where 257 took 16.
             rec: Vec::with_capacity(max_depth),
-            rec_hash: Vec::with_capacity(max_depth),
             rec_ra: vec![0; max_depth + 1],
             rec_ra_at: max_depth + 1,
-            rec_rd: Vec::with_capacity(max_depth + 2),
-            rec_min: Vec::with_capacity(max_depth),
             reads: Vec::with_capacity(READS_FIRST),
-            rec_bp_matters: Vec::with_capacity(max_depth + 1),
-            rec_dep: Vec::with_capacity(max_depth + 1),
             rec_valid: false,
             rec_id: 0,
             tmp: Vec::with_capacity(max_depth),
-            tmp_rd: Vec::with_capacity(max_depth + 2),
-            tmp_dep: Vec::with_capacity(max_depth + 1),
-            last_dep: 0,
             tmp_reads: Vec::with_capacity(READS_FIRST),
+            step_from: 0,
+            last_dep: 0,
             max_reads: (max_depth + 1) * MAX_READS_PER_FRAME,
             caches: {
                 let mut v = Vec::with_capacity(RULE_CACHES);
@@ -290,7 +306,7 @@ impl Unwind {
             },
             cache_steps: 0,
             cache_misses: 0,
-            deps: vec![(0, 0); DEP_CACHE_FIRST],
+            rules: vec![Rule::default(); DEP_CACHE_FIRST],
             ids: vec![(0, 0); ID_CACHE],
             stack_lo,
             stack_hi,

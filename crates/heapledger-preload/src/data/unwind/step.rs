@@ -1,6 +1,7 @@
 //! One step of the unwinder, and the checks that the words a record was
 //! unwound from still hold.
 
+use super::rules::{rule_slot, Rule, SLOW};
 use super::*;
 
 impl Unwind {
@@ -12,8 +13,9 @@ impl Unwind {
     /// (`lo`), the words are compared without checking each address.
     #[inline]
     pub(super) fn reads_unchanged(&self, p: usize, lo: u64, hi: u64) -> bool {
-        let reads = &self.reads[..self.rec_rd[p + 1] as usize];
-        if self.rec_min[p] >= lo {
+        let f = &self.rec[p];
+        let reads = &self.reads[..f.rd_end as usize];
+        if f.min >= lo {
             // SAFETY: inside this thread's stack, above our own frame.
             unsafe { words_unchanged(reads) }
         } else {
@@ -40,9 +42,9 @@ impl Unwind {
             if recent >= CACHE_SPLIT_MISSES {
                 // Where memory for the others runs out, the one cache
                 // stays (the walk is slower, the stacks the same).
-                let mut deps = alloc::vec::Vec::new();
+                let mut rules = alloc::vec::Vec::new();
                 if self.caches.try_reserve_exact(RULE_CACHES).is_err()
-                    || deps.try_reserve_exact(DEP_CACHE).is_err()
+                    || rules.try_reserve_exact(DEP_CACHE).is_err()
                 {
                     return 0;
                 }
@@ -57,8 +59,8 @@ impl Unwind {
                     }
                 }
                 self.caches.extend(more);
-                deps.resize(DEP_CACHE, (0, 0));
-                self.deps = deps;
+                rules.resize(DEP_CACHE, Rule::default());
+                self.rules = rules;
                 return ((ra / RULE_CACHE_SLOTS) % RULE_CACHES as u64) as usize;
             }
         }
@@ -66,15 +68,89 @@ impl Unwind {
     }
 
     /// Unwinds one frame; logs every stack word read into tmp_reads.
-    #[inline]
+    #[inline(always)]
     pub(super) fn step(&mut self, st: State, unwinder: Option<&Fh>, mem: Mem) -> Option<State> {
-        self.last_dep = BP_DEP;
-        let ci = if unwinder.is_some() {
-            self.cache_index(st.ra)
-        } else {
-            0
+        let Some(u) = unwinder else {
+            return self.step_fp(st, mem);
         };
-        let (lo, hi) = (mem.lo, mem.hi);
+        let key = st.ra ^ (u64::from(st.flags) << 63);
+        let slot = rule_slot(key, self.rules.len());
+        let known = self.rules[slot];
+        if known.key == key && known.kind != SLOW {
+            return self.step_rule(known, st, mem);
+        }
+        // The slow step's result comes back through memory: read it field by
+        // field, so that the walk's state stays in registers (copied whole,
+        // a 16-byte load over two stores stalled every step, fast or not).
+        let mut out = State::default();
+        if self.step_slow(st, u, mem, key, slot, &mut out) {
+            Some(State {
+                ra: out.ra,
+                sp: out.sp,
+                bp: out.bp,
+                flags: out.flags,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Frame pointers: [bp] is the caller's bp, [bp+8] its return address.
+    #[inline(always)]
+    fn step_fp(&mut self, st: State, mem: Mem) -> Option<State> {
+        self.last_dep = BP_DEP;
+        let bp = st.bp;
+        if bp < st.sp {
+            return None;
+        }
+        let ra = self.read_logged(bp + 8, mem)?;
+        let nbp = self.read_logged(bp, mem)?;
+        // A frame built without a frame pointer leaves rbp holding data:
+        // a "return address" that is null, tiny, or points into the
+        // stack itself ends the walk instead of adding a bogus frame.
+        if ra < 4096 || (ra >= mem.lo && ra < mem.hi) {
+            return None;
+        }
+        Some(State {
+            ra,
+            sp: bp + 16,
+            bp: nbp,
+            flags: 0,
+        })
+    }
+
+    /// A step by framehop (no rule of ours for this address): a signal
+    /// frame, a rule not learnt yet, or one that is not ours to run.
+    #[inline(never)]
+    fn step_slow(
+        &mut self,
+        st: State,
+        u: &Fh,
+        mem: Mem,
+        key: u64,
+        slot: usize,
+        res: &mut State,
+    ) -> bool {
+        match self.step_slow_inner(st, u, mem, key, slot) {
+            Some(s) => {
+                *res = s;
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline(always)]
+    fn step_slow_inner(
+        &mut self,
+        st: State,
+        u: &Fh,
+        mem: Mem,
+        key: u64,
+        slot: usize,
+    ) -> Option<State> {
+        self.last_dep = BP_DEP;
+        let ci = self.cache_index(st.ra);
         let reads = &mut self.tmp_reads;
         let max_reads = self.max_reads;
         let past_copy = &mut self.past_copy;
@@ -85,34 +161,13 @@ impl Unwind {
                 return Err(());
             }
             let Some(v) = mem.get(a) else {
-                if mem.shift != 0 && a >= hi {
+                if mem.shift != 0 && a >= mem.hi {
                     *past_copy = true;
                 }
                 return Err(());
             };
             reads.push((a, v));
             Ok(v)
-        };
-        let Some(u) = unwinder else {
-            // Frame pointers: [bp] is the caller's bp, [bp+8] its return address.
-            let bp = st.bp;
-            if bp < st.sp {
-                return None;
-            }
-            let ra = read(bp + 8).ok()?;
-            let nbp = read(bp).ok()?;
-            // A frame built without a frame pointer leaves rbp holding data:
-            // a "return address" that is null, tiny, or points into the
-            // stack itself ends the walk instead of adding a bogus frame.
-            if ra < 4096 || (ra >= lo && ra < hi) {
-                return None;
-            }
-            return Some(State {
-                ra,
-                sp: bp + 16,
-                bp: nbp,
-                flags: 0,
-            });
         };
         if st.flags & IP_FRAME == 0 && is_sigreturn(st.ra) {
             // The kernel's signal frame: a ucontext sits at sp; its
@@ -147,12 +202,9 @@ impl Unwind {
         };
         // Known for this address from an earlier successful probe? (A step
         // that failed is always probed again.)
-        let key = st.ra ^ (u64::from(st.flags) << 63);
-        // Both sizes are powers of two.
-        let slot = (key ^ (key >> 12)) as usize & (self.deps.len() - 1);
-        let logged_from = self.tmp_rd.last().copied().unwrap_or(0) as usize;
-        if out.is_some() && self.deps[slot].0 == key {
-            self.last_dep = self.deps[slot].1 | self.ra_read(logged_from, out);
+        let logged_from = self.step_from as usize;
+        if out.is_some() && self.rules[slot].key == key {
+            self.last_dep = self.rules[slot].dep | self.ra_read(logged_from, out);
             return out;
         }
         // Run the step again with another incoming bp, reading without
@@ -195,15 +247,25 @@ impl Unwind {
             (None, None) if same_reads => BP_RESTORED,
             _ => BP_DEP,
         };
-        // What a step depends on is its unwind rule's, a property of the
-        // address: remembered for the next step from it. A probe that failed
-        // where the step succeeded depends on bp too (an rbp-based CFA, as in
-        // code built with frame pointers); leaving that out probed every such
-        // step twice.
-        if out.is_some() && key != 0 {
-            self.deps[slot] = (key, self.last_dep);
-        }
         self.last_dep |= self.ra_read(logged_from, out);
+        // What a step depends on is its unwind rule's, a property of the
+        // address: remembered for the next step from it, with the rule
+        // itself where it is one of ours to run (see `rules`). A probe that
+        // failed where the step succeeded depends on bp too (an rbp-based
+        // CFA, as in code built with frame pointers); leaving that out
+        // probed every such step twice.
+        let rule = if st.flags & IP_FRAME == 0 {
+            self.learn(st.ra, u, ci, out.is_some(), self.last_dep)
+        } else {
+            Rule {
+                key,
+                dep: self.last_dep & (BP_DEP | BP_RESTORED),
+                ..Rule::default()
+            }
+        };
+        if rule.kind != SLOW || out.is_some() {
+            self.rules[slot] = rule;
+        }
         out
     }
 

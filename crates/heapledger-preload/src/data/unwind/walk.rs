@@ -5,6 +5,30 @@ use super::step::{first_state, same_state};
 use super::*;
 
 impl Unwind {
+    /// The unwinder of the current module list, or None without DWARF or
+    /// before there is one. A change of unwinder invalidates every
+    /// remembered stack and every rule learnt with the last one.
+    #[inline]
+    fn sync_unwinder(&mut self) -> Option<&'static Fh> {
+        let unwinder = if self.dwarf {
+            let p = modules::UNWINDER.load(Ordering::Acquire);
+            // SAFETY: published unwinders are never freed.
+            (!p.is_null()).then(|| unsafe { &*p })
+        } else {
+            None
+        };
+        let u_now = unwinder.map_or(0, |u| u as *const Fh as usize);
+        if u_now != self.snap_unwinder {
+            self.snap_unwinder = u_now;
+            self.rec_valid = false;
+            for s in self.snaps.iter_mut() {
+                s.valid = false;
+            }
+            self.rules.fill(Rule::default());
+        }
+        unwinder
+    }
+
     /// `capture` when no snapshot holds: walks the frames that changed
     /// since the last stack, and remembers the new stack.
     #[inline(never)]
@@ -19,26 +43,8 @@ impl Unwind {
         };
         let first = first_state(hook_fp);
         self.tmp.clear();
-        self.tmp_rd.clear();
-        self.tmp_dep.clear();
         self.tmp_reads.clear();
-        let mut unwinder = if self.dwarf {
-            let p = modules::UNWINDER.load(Ordering::Acquire);
-            // SAFETY: published unwinders are never freed.
-            (!p.is_null()).then(|| unsafe { &*p })
-        } else {
-            None
-        };
-        // A module change invalidates every remembered stack.
-        let u_now = unwinder.map_or(0, |u| u as *const Fh as usize);
-        if u_now != self.snap_unwinder {
-            self.snap_unwinder = u_now;
-            self.rec_valid = false;
-            for s in self.snaps.iter_mut() {
-                s.valid = false;
-            }
-            self.deps.fill((0, 0));
-        }
+        let mut unwinder = self.sync_unwinder();
         let set = snapshot_set(&first);
         let mut cursor = self.rec.len(); // record frames at >= cursor have sp < current
         let mut st = first;
@@ -48,35 +54,40 @@ impl Unwind {
         loop {
             // Does this state continue as the record did?
             if self.rec_valid {
-                while cursor > 0 && self.rec[cursor - 1].sp < st.sp {
+                while cursor > 0 && self.rec[cursor - 1].st.sp < st.sp {
                     cursor -= 1;
                 }
                 // Reuse only what fits under the depth limit (the kept outer
                 // frames plus the new inner ones); beyond it the unwinding
                 // goes on and cuts the stack at the limit.
-                if cursor > 0
-                    && cursor + self.tmp.len() <= self.max_depth
-                    && same_state(&self.rec[cursor - 1], &st, self.rec_bp_matters[cursor - 1])
-                    && self.reads_unchanged(cursor - 1, lo, hi)
-                {
-                    matched = Some(cursor - 1);
-                    break;
+                if cursor > 0 && cursor + self.tmp.len() <= self.max_depth {
+                    let f = &self.rec[cursor - 1];
+                    if same_state(&f.st, &st, f.bp_matters)
+                        && self.reads_unchanged(cursor - 1, lo, hi)
+                    {
+                        matched = Some(cursor - 1);
+                        break;
+                    }
                 }
             }
             if self.tmp.len() == self.max_depth {
                 truncated = true;
                 break;
             }
-            self.tmp.push(st);
-            self.tmp_rd.push(self.tmp_reads.len() as u32);
+            let rd = self.tmp_reads.len() as u32;
+            self.step_from = rd;
             let next = self.step(st, unwinder, mem);
-            self.tmp_dep.push(self.last_dep);
+            self.tmp.push(Walked {
+                st,
+                rd,
+                dep: self.last_dep,
+            });
             match next {
                 Some(next) => st = next,
                 None => {
                     // An address outside every known module may belong to a
                     // library loaded behind our back: refresh once and retry.
-                    if self.dwarf && !refreshed && !self.tmp.is_empty() {
+                    if self.dwarf && !refreshed {
                         refreshed = true;
                         let before = modules::UNWINDER.load(Ordering::Acquire);
                         modules::refresh(false);
@@ -84,17 +95,20 @@ impl Unwind {
                         if after != before {
                             // SAFETY: as above.
                             let u = unsafe { &*after };
-                            let r = self.tmp_rd.pop().unwrap();
-                            self.tmp_reads.truncate(r as usize);
-                            self.tmp.pop();
+                            // Rules learnt with the old module list are not
+                            // this one's (the next capture forgets the rest).
+                            self.rules.fill(Rule::default());
                             // Retry this frame with the new module list.
-                            self.tmp_dep.pop();
-                            self.tmp.push(st);
-                            self.tmp_rd.push(self.tmp_reads.len() as u32);
+                            self.tmp.pop();
+                            self.tmp_reads.truncate(rd as usize);
                             // Every later frame uses the new module list too.
                             unwinder = Some(u);
                             let next = self.step(st, Some(u), mem);
-                            self.tmp_dep.push(self.last_dep);
+                            self.tmp.push(Walked {
+                                st,
+                                rd,
+                                dep: self.last_dep,
+                            });
                             if let Some(next) = next {
                                 st = next;
                                 continue;
@@ -105,79 +119,108 @@ impl Unwind {
                 }
             }
         }
-        self.tmp_rd.push(self.tmp_reads.len() as u32);
-        let unchanged = matched == Some(self.rec.len().wrapping_sub(1)) && self.tmp.is_empty();
-        if unchanged {
+        let n = self.tmp.len();
+        if n == 0 && matched.is_some() && matched == self.rec.len().checked_sub(1) {
             return Some(Capture {
                 id: self.rec_id,
                 truncated: false,
             });
         }
-        // Build the new record: kept outer part + new frames, root first.
+        // The new stack: the kept outer part of the record + the new frames.
+        // Its hash first, so that the stack table's slot for it is fetched
+        // while the record is built (with 500 000 distinct stacks, that
+        // slot was a cache miss in most captures, a quarter of the walk).
         let keep = matched.map_or(0, |p| p + 1);
-        let keep_reads = if keep == 0 {
-            0
-        } else {
-            self.rec_rd[keep] as usize
-        };
-        let want = (keep_reads + self.tmp_reads.len()).saturating_sub(self.reads.len());
-        if self.reads.try_reserve(want).is_err() {
+        let outer = keep.checked_sub(1).map(|k| self.rec[k]);
+        let mut h = outer.map_or(HASH_SEED, |f| f.hash);
+        for w in self.tmp.iter().rev() {
+            h = stacks::mix(h, w.st.ra);
+        }
+        stacks::prefetch(h);
+        let keep_reads = outer.map_or(0, |f| f.rd_end as usize);
+        let total = keep_reads + self.tmp_reads.len();
+        if self
+            .reads
+            .try_reserve(total.saturating_sub(self.reads.len()))
+            .is_err()
+        {
             // Out of memory for the record's words: the record is left as
             // it was and not trusted (the next capture walks it all).
             self.rec_valid = false;
             return None;
         }
         self.rec.truncate(keep);
-        self.rec_dep.truncate(keep);
-        self.rec_bp_matters.truncate(keep);
-        self.rec_hash.truncate(keep);
-        self.rec_ra_at = self.rec_ra.len() - keep;
-        self.rec_rd.truncate(keep);
-        self.rec_min.truncate(keep);
         self.reads.truncate(keep_reads);
-        let mut h = if keep == 0 {
-            HASH_SEED
-        } else {
-            self.rec_hash[keep - 1]
-        };
-        for j in (0..self.tmp.len()).rev() {
-            let s = self.tmp[j];
-            self.rec_rd.push(self.reads.len() as u32);
-            let (a, b) = (self.tmp_rd[j] as usize, self.tmp_rd[j + 1] as usize);
-            let dep = self.tmp_dep.get(j).copied().unwrap_or(BP_DEP);
-            let above = self.rec_bp_matters.last().copied().unwrap_or(false);
-            let ra_read = (dep >> RA_READ_SHIFT) as usize;
-            let frame_reads = if ra_read != 0 && a + ra_read <= b && !above {
+        self.rec_ra_at = self.rec_ra.len() - keep;
+        let (mut h, mut above, mut lowest) = outer.map_or((HASH_SEED, false, u64::MAX), |f| {
+            (f.hash, f.bp_matters, f.min)
+        });
+        for j in (0..n).rev() {
+            let w = self.tmp[j];
+            let a = w.rd as usize;
+            let b = self
+                .tmp
+                .get(j + 1)
+                .map_or(self.tmp_reads.len(), |x| x.rd as usize);
+            let ra_read = (w.dep >> RA_READ_SHIFT) as usize;
+            let (a, b) = if ra_read != 0 && a + ra_read <= b && !above {
                 // The caller's bp cannot change the unwinding: only the
                 // return address's read matters (see `RA_READ_SHIFT`).
-                &self.tmp_reads[a + ra_read - 1..a + ra_read]
+                (a + ra_read - 1, a + ra_read)
             } else {
-                &self.tmp_reads[a..b]
+                (a, b)
             };
-            self.reads.extend_from_slice(frame_reads);
-            let lowest = frame_reads.iter().map(|r| r.0).min();
-            let outer = self.rec_min.last().copied().unwrap_or(u64::MAX);
-            self.rec_min.push(lowest.map_or(outer, |l| l.min(outer)));
-            h = stacks::mix(h, s.ra);
-            self.rec_bp_matters
-                .push(dep & BP_DEP != 0 || (dep & BP_RESTORED == 0 && above));
-            self.rec_dep.push(dep);
-            self.rec.push(s);
-            self.rec_hash.push(h);
+            let frame_reads = &self.tmp_reads[a..b];
+            let at = self.reads.len();
+            // SAFETY: room for every read of the walk was reserved above,
+            // and frame_reads.len() elements are written before set_len.
+            unsafe {
+                let dst = self.reads.as_mut_ptr().add(at);
+                for (k, r) in frame_reads.iter().enumerate() {
+                    lowest = lowest.min(r.0);
+                    dst.add(k).write(*r);
+                }
+                self.reads.set_len(at + frame_reads.len());
+            }
+            h = stacks::mix(h, w.st.ra);
+            above = w.dep & BP_DEP != 0 || (w.dep & BP_RESTORED == 0 && above);
+            self.rec.push(RecFrame {
+                st: w.st,
+                hash: h,
+                min: lowest,
+                rd_end: self.reads.len() as u32,
+                bp_matters: above,
+            });
             self.rec_ra_at -= 1;
-            self.rec_ra[self.rec_ra_at] = s.ra;
+            self.rec_ra[self.rec_ra_at] = w.st.ra;
         }
-        self.rec_rd.push(self.reads.len() as u32);
         // A truncated stack has no root; it cannot be continued next time.
         self.rec_valid = !truncated;
-        let n = self.rec.len();
+        // Remember this stack whole, unless it was cut (no root to verify):
+        // its words now, its id once known.
+        let way = self.snap_next[set] as usize;
+        let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
+        // Its words are reserved as the stacks it holds need them (32 at a
+        // time); out of memory for them, the stack is not remembered.
+        let need = self.reads.len().next_multiple_of(SNAPSHOT_STEP);
+        let snap = !truncated
+            && self.reads.len() <= SNAPSHOT_READS
+            && (s.reads.capacity() >= need
+                || s.reads.try_reserve_exact(need - s.reads.len()).is_ok());
+        if snap {
+            s.valid = false;
+            s.first = first;
+            s.bp_matters = self.rec.last().is_none_or(|f| f.bp_matters);
+            s.reads.clear();
+            s.reads.extend_from_slice(&self.reads);
+        }
         let rec = &self.rec_ra[self.rec_ra_at..];
         let eq = |f: &[u64]| f == rec;
         let slot = (h as usize) % ID_CACHE;
         let id = if self.ids[slot].0 == h && eq(stacks::frames(stacks::entry(self.ids[slot].1))) {
             self.ids[slot].1
         } else {
-            let Some(id) = stacks::intern(h, n, &eq, |dst| {
+            let Some(id) = stacks::intern(h, rec.len(), &eq, |dst| {
                 dst.copy_from_slice(rec);
             }) else {
                 // Out of memory for stacks: forget the record, so that the
@@ -189,24 +232,11 @@ impl Unwind {
             id
         };
         self.rec_id = id;
-        // Remember this stack whole, unless it was cut (no root to verify).
-        let way = self.snap_next[set] as usize;
-        let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
-        // Its words are reserved as the stacks it holds need them (32 at a
-        // time); out of memory for them, the stack is not remembered.
-        let need = self.reads.len().next_multiple_of(SNAPSHOT_STEP);
-        if !truncated
-            && self.reads.len() <= SNAPSHOT_READS
-            && (s.reads.capacity() >= need
-                || s.reads.try_reserve_exact(need - s.reads.len()).is_ok())
-        {
-            self.snap_next[set] = ((way + 1) % SNAPSHOT_WAYS) as u8;
-            s.first = first;
-            s.bp_matters = self.rec_bp_matters.last().copied().unwrap_or(true);
-            s.reads.clear();
-            s.reads.extend_from_slice(&self.reads);
+        if snap {
+            let s = &mut self.snaps[set * SNAPSHOT_WAYS + way];
             s.id = id;
             s.valid = true;
+            self.snap_next[set] = ((way + 1) % SNAPSHOT_WAYS) as u8;
         }
         Some(Capture { id, truncated })
     }
@@ -221,14 +251,8 @@ impl Unwind {
     #[cold]
     pub(super) fn capture_foreign(&mut self, hook_fp: u64) -> Option<Capture> {
         let first = first_state(hook_fp);
+        let unwinder = self.sync_unwinder();
         self.rec_valid = false;
-        let unwinder = if self.dwarf {
-            let p = modules::UNWINDER.load(Ordering::Acquire);
-            // SAFETY: published unwinders are never freed.
-            (!p.is_null()).then(|| unsafe { &*p })
-        } else {
-            None
-        };
         let mut want = FOREIGN_FIRST;
         loop {
             let copied = self.copy_foreign(hook_fp, want);
@@ -240,8 +264,6 @@ impl Unwind {
                 own_hi: self.stack_hi,
             };
             self.tmp.clear();
-            self.tmp_rd.clear();
-            self.tmp_dep.clear();
             self.tmp_reads.clear();
             self.past_copy = false;
             let mut st = first;
@@ -251,9 +273,15 @@ impl Unwind {
                     truncated = true;
                     break;
                 }
-                self.tmp.push(st);
-                self.tmp_rd.push(self.tmp_reads.len() as u32);
-                match self.step(st, unwinder, mem) {
+                let rd = self.tmp_reads.len() as u32;
+                self.step_from = rd;
+                let next = self.step(st, unwinder, mem);
+                self.tmp.push(Walked {
+                    st,
+                    rd,
+                    dep: self.last_dep,
+                });
+                match next {
                     Some(next) => st = next,
                     None => break,
                 }
@@ -272,13 +300,14 @@ impl Unwind {
             let h = tmp
                 .iter()
                 .rev()
-                .fold(HASH_SEED, |h, s| stacks::mix(h, s.ra));
+                .fold(HASH_SEED, |h, w| stacks::mix(h, w.st.ra));
             // Frames are stored leaf first, as `tmp` holds them; the hash
             // folds from the root, as the record's does.
-            let eq = |f: &[u64]| f.len() == n && f.iter().zip(tmp.iter()).all(|(a, s)| *a == s.ra);
+            let eq =
+                |f: &[u64]| f.len() == n && f.iter().zip(tmp.iter()).all(|(a, w)| *a == w.st.ra);
             return stacks::intern(h, n, &eq, |dst| {
-                for (d, s) in dst.iter_mut().zip(tmp.iter()) {
-                    *d = s.ra;
+                for (d, w) in dst.iter_mut().zip(tmp.iter()) {
+                    *d = w.st.ra;
                 }
             })
             .map(|id| Capture { id, truncated });
