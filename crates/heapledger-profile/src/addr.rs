@@ -41,7 +41,11 @@ impl AddrSpace {
 }
 
 /// A code address (or MALT Python frame id), written as a `0x` hex string.
+///
+/// Packed (9 bytes, not 16): a profile of 500 000 stacks 46 frames deep
+/// holds 20 million of them, 140 MB less so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(C, packed)]
 pub struct Addr {
     space: AddrSpace,
     value: u64,
