@@ -277,8 +277,11 @@ fn an_ended_thread_costs_little_recorder_memory_and_then_none() {
         per_thread <= 3 * 1024,
         "{per_thread} bytes per ended thread"
     );
+    // 4 000 more ended threads add less than 80 bytes each: the recorder's
+    // memory grows by whole arena chunks (256 KiB), and on a busy machine
+    // more threads overlap, whose states then stay for reuse.
     assert!(
-        most.1 <= more.1 + 64 * 1024,
+        most.1 <= more.1 + 320 * 1024,
         "2 000 threads: {} B; 6 000: {} B",
         more.1,
         most.1
