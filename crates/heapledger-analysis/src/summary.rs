@@ -223,6 +223,12 @@ const FUNCTIONS: [&str; 9] = [
 impl Summary {
     /// Computes the summary of `profile`.
     pub fn from_profile(profile: &Profile, options: &SummaryOptions) -> Summary {
+        Summary::with_sites(profile, site_totals(profile), options)
+    }
+
+    /// The summary of `profile` whose stacks were summed by site in
+    /// `sites` (its own `stacks` are not read: they may be left out).
+    pub fn with_sites(profile: &Profile, sites: SiteSums, options: &SummaryOptions) -> Summary {
         let totals = profile.call_totals();
         let by_name = totals.iter();
         let calls: Vec<FunctionCalls> = FUNCTIONS
@@ -260,7 +266,7 @@ impl Summary {
         let leaking_stacks = top_leaks.len();
         top_leaks.truncate(options.top);
 
-        let sites = site_totals(profile);
+        let sites = sites.totals;
         let mut top_at_peak: Vec<SiteTotal> =
             sites.iter().filter(|s| s.at_peak > 0).cloned().collect();
         let mut top_by_bytes = sites.clone();
@@ -476,25 +482,45 @@ fn leak_reports(profile: &Profile, leaks: &[&heapledger_profile::Leak]) -> Vec<L
         .collect()
 }
 
-/// Allocations grouped by leaf site, in first-seen order.
-fn site_totals(profile: &Profile) -> Vec<SiteTotal> {
-    let mut totals: Vec<SiteTotal> = Vec::new();
-    let mut index: HashMap<Site, usize> = HashMap::new();
-    // Sites decided by the leaf alone, by leaf address: stacks outnumber
-    // their leaves (a million stacks, a handful of allocating lines), and
-    // a site costs three strings and a symbol lookup.
-    let mut by_leaf: HashMap<Addr, usize> = HashMap::new();
-    for stat in profile.stacks.allocating() {
-        let Some(&leaf) = stat.stack.first() else {
-            continue;
+/// Allocations grouped by leaf site, in first-seen order, summed as the
+/// stacks come: a reader of a profile store gives them one by one, without
+/// holding them all (see [`Summary::with_sites`]).
+#[derive(Default)]
+pub struct SiteSums {
+    totals: Vec<SiteTotal>,
+    index: HashMap<Site, usize>,
+    /// Sites decided by the leaf alone, by leaf address: stacks outnumber
+    /// their leaves (a million stacks, a handful of allocating lines), and
+    /// a site costs three strings and a symbol lookup.
+    by_leaf: HashMap<Addr, usize>,
+}
+
+impl SiteSums {
+    pub fn new() -> SiteSums {
+        SiteSums::default()
+    }
+
+    /// Adds one stack of `profile` (frames innermost first).
+    pub fn add(
+        &mut self,
+        profile: &Profile,
+        stack: &[Addr],
+        infos: &heapledger_profile::StackInfos,
+    ) {
+        if infos.alloc.count == 0 {
+            return;
+        }
+        let Some(&leaf) = stack.first() else {
+            return;
         };
-        let i = match by_leaf.get(&leaf) {
+        let i = match self.by_leaf.get(&leaf) {
             Some(&i) => i,
             None => {
-                let Some((site, leaf_only)) = site_of_stack(profile, &stat.stack) else {
-                    continue;
+                let Some((site, leaf_only)) = site_of_stack(profile, stack) else {
+                    return;
                 };
-                let i = *index.entry(site.clone()).or_insert_with(|| {
+                let totals = &mut self.totals;
+                let i = *self.index.entry(site.clone()).or_insert_with(|| {
                     totals.push(SiteTotal {
                         site,
                         calls: 0,
@@ -504,18 +530,24 @@ fn site_totals(profile: &Profile) -> Vec<SiteTotal> {
                     totals.len() - 1
                 });
                 if leaf_only {
-                    by_leaf.insert(leaf, i);
+                    self.by_leaf.insert(leaf, i);
                 }
                 i
             }
         };
-        totals[i].calls = totals[i].calls.saturating_add(stat.infos.alloc.count);
-        totals[i].bytes = totals[i].bytes.saturating_add(stat.infos.alloc.sum);
-        totals[i].at_peak = totals[i]
-            .at_peak
-            .saturating_add(stat.infos.global_peak.max(0) as u64);
+        let t = &mut self.totals[i];
+        t.calls = t.calls.saturating_add(infos.alloc.count);
+        t.bytes = t.bytes.saturating_add(infos.alloc.sum);
+        t.at_peak = t.at_peak.saturating_add(infos.global_peak.max(0) as u64);
     }
-    totals
+}
+
+fn site_totals(profile: &Profile) -> SiteSums {
+    let mut sums = SiteSums::new();
+    for stat in profile.stacks.allocating() {
+        sums.add(profile, &stat.stack, &stat.infos);
+    }
+    sums
 }
 
 /// `256 B`, or `1.5 MiB (1572864 B)`: readable, with the exact figure.

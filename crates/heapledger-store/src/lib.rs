@@ -26,7 +26,7 @@ mod schema;
 mod tree;
 mod write;
 
-pub use read::{ProcessInfo, Store};
+pub use read::{ProcessInfo, StackStream, Store};
 pub use schema::{FORMAT, VERSION};
 pub use write::{ProcessMeta, Writer};
 

@@ -190,6 +190,26 @@ impl Store {
 
     /// The whole profile of one process, in MALT's layout.
     pub fn profile(&self, pid: u32) -> Result<Profile, StoreError> {
+        let (mut profile, stacks) = self.head(pid)?;
+        let mut text = [0u8; 24];
+        let mut stats = Vec::new();
+        stacks.each_stack(self, |stack, infos| {
+            let id = stats.len() as u64 + 1;
+            stats.push(StackStat {
+                stack: stack.to_vec(),
+                stack_id: Addr::native(id).format_into(&mut text).to_owned(),
+                infos,
+            });
+        })?;
+        profile.stacks.stats = stats;
+        Ok(profile)
+    }
+
+    /// One process's profile without its stacks (`stacks.stats` empty;
+    /// `each_stack` gives them one by one): what a reader that sums the
+    /// stacks as they come needs, in memory that does not grow with them
+    /// but for the prefix tree (8 bytes a node).
+    pub fn head(&self, pid: u32) -> Result<(Profile, StackStream), StoreError> {
         let known: Option<i64> = self
             .conn
             .query_row("SELECT pid FROM process WHERE pid = ?1", [pid], |r| {
@@ -209,8 +229,7 @@ impl Store {
         p.globals = self.need(pid, "globals")?;
         p.domains = self.need(pid, "domains")?;
         p.heapledger = self.section(pid, "heapledger")?;
-        let stacks_count: u64 = self.need(pid, "stacksCount")?;
-
+        p.stacks.count = self.need(pid, "stacksCount")?;
         let mut st = self
             .conn
             .prepare("SELECT id, text FROM string WHERE pid = ?1 ORDER BY id")?;
@@ -278,17 +297,43 @@ impl Store {
             }
             Ok(())
         })?;
-        let node_stack = |node: i64, out: &mut Vec<u32>| -> Result<Vec<Addr>, StoreError> {
-            if node < 0 || node as usize >= nodes.len() {
-                return Err(corrupt("a stack names a node it does not hold"));
-            }
-            nodes.frames(node as u32, out);
-            Ok(out.iter().map(|&f| addrs[f as usize]).collect())
-        };
         let mut scratch = Vec::new();
         let mut node = 0i64;
-        let mut text = [0u8; 24];
-        self.blocks(pid, "stack", STACK_COLUMNS, |v, n| {
+        let mut leaks = Vec::new();
+        self.blocks(pid, "leak", LEAK_COLUMNS, |v, n| {
+            for i in 0..n {
+                node = node.wrapping_add(unzigzag(v[i]));
+                leaks.push(Leak {
+                    stack: node_frames(&nodes, &addrs, node, &mut scratch)?.to_vec(),
+                    count: v[n + i],
+                    memory: v[2 * n + i],
+                });
+            }
+            Ok(())
+        })?;
+        p.leaks = leaks;
+        Ok((p, StackStream { pid, nodes, addrs }))
+    }
+}
+
+/// What gives a process's stacks one by one (see [`Store::head`]).
+pub struct StackStream {
+    pid: u32,
+    nodes: Nodes,
+    addrs: Vec<Addr>,
+}
+
+impl StackStream {
+    /// Calls `f` on each stack (frames innermost first) with its counters.
+    pub fn each_stack(
+        &self,
+        store: &Store,
+        mut f: impl FnMut(&[Addr], StackInfos),
+    ) -> Result<(), StoreError> {
+        let mut scratch = Vec::new();
+        let mut node = 0i64;
+        let (nodes, addrs) = (&self.nodes, &self.addrs);
+        store.blocks(self.pid, "stack", STACK_COLUMNS, |v, n| {
             let col = |c: usize, i: usize| v[c * n + i];
             let mut row = [0u64; STACK_COLUMNS - 1];
             for i in 0..n {
@@ -296,30 +341,31 @@ impl Store {
                 for (k, cell) in row.iter_mut().enumerate() {
                     *cell = col(k + 1, i);
                 }
-                let id = p.stacks.stats.len() as u64 + 1;
-                p.stacks.stats.push(StackStat {
-                    stack: node_stack(node, &mut scratch)?,
-                    stack_id: Addr::native(id).format_into(&mut text).to_owned(),
-                    infos: infos(&row),
-                });
+                let frames = node_frames(nodes, addrs, node, &mut scratch)?;
+                f(frames, infos(&row));
             }
             Ok(())
-        })?;
-        p.stacks.count = stacks_count;
-        let mut node = 0i64;
-        self.blocks(pid, "leak", LEAK_COLUMNS, |v, n| {
-            for i in 0..n {
-                node = node.wrapping_add(unzigzag(v[i]));
-                p.leaks.push(Leak {
-                    stack: node_stack(node, &mut scratch)?,
-                    count: v[n + i],
-                    memory: v[2 * n + i],
-                });
-            }
-            Ok(())
-        })?;
-        Ok(p)
+        })
     }
+}
+
+/// A node's frames as addresses, innermost first (in `scratch`'s space).
+fn node_frames<'a>(
+    nodes: &Nodes,
+    addrs: &[Addr],
+    node: i64,
+    scratch: &'a mut Vec<Addr>,
+) -> Result<&'a [Addr], StoreError> {
+    if node < 0 || node as usize >= nodes.len() {
+        return Err(corrupt("a stack names a node it does not hold"));
+    }
+    scratch.clear();
+    let mut at = node as u32;
+    while at != crate::tree::ROOT {
+        scratch.push(addrs[nodes.frame[at as usize] as usize]);
+        at = nodes.parent[at as usize];
+    }
+    Ok(scratch)
 }
 
 fn addr_in(space: AddrSpace, value: u64) -> Addr {

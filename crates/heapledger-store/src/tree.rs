@@ -128,6 +128,7 @@ impl Nodes {
     }
 
     /// A node's frames, innermost first.
+    #[cfg(test)]
     pub fn frames(&self, mut node: u32, out: &mut Vec<u32>) {
         out.clear();
         while node != ROOT {

@@ -162,8 +162,12 @@ impl Which {
 /// Opens a profile for a reader; says on stderr, after the reader's
 /// output, which other processes the store holds, and where the profile
 /// stops at a checkpoint.
-fn opened(file: &std::path::Path, which: &Which) -> Result<crate::profiles::Opened> {
-    crate::profiles::open(file, which.pick())
+fn opened(
+    file: &std::path::Path,
+    which: &Which,
+    load: crate::profiles::Load,
+) -> Result<crate::profiles::Opened> {
+    crate::profiles::open(file, which.pick(), load)
 }
 
 fn after(file: &std::path::Path, o: &crate::profiles::Opened) {
@@ -278,8 +282,7 @@ pub fn main() -> Result<u8> {
             by_line,
             json,
         } => {
-            let o = opened(&file, &which)?;
-            let profile = &o.profile;
+            let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             let opts = crate::tree::TreeOptions {
                 collapse,
                 metric,
@@ -291,7 +294,7 @@ pub fn main() -> Result<u8> {
             };
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            crate::tree::print(profile, &opts, &mut out)?;
+            crate::tree::print(&o, &opts, &mut out)?;
             std::io::Write::flush(&mut out)?;
             after(&file, &o);
             Ok(0)
@@ -302,7 +305,7 @@ pub fn main() -> Result<u8> {
             output,
             which,
         } => {
-            let o = opened(&file, &which)?;
+            let o = opened(&file, &which, crate::profiles::Load::Whole)?;
             let out = output.unwrap_or_else(|| format.default_output(&file));
             crate::export::write(&o.profile, format, &out)?;
             eprintln!(
@@ -315,9 +318,12 @@ pub fn main() -> Result<u8> {
         }
         Command::Recover { output } => crate::recover::recover(&output),
         Command::Report { file, which, top } => {
-            let o = opened(&file, &which)?;
-            let summary = heapledger_analysis::summary::Summary::from_profile(
+            let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
+            let mut sites = heapledger_analysis::summary::SiteSums::new();
+            o.each_stack(|stack, infos| sites.add(&o.profile, stack, infos))?;
+            let summary = heapledger_analysis::summary::Summary::with_sites(
                 &o.profile,
+                sites,
                 &heapledger_analysis::summary::SummaryOptions { top },
             );
             std::io::Write::write_all(

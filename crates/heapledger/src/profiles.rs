@@ -4,8 +4,8 @@
 //! store, or by MALT itself), read as it is.
 
 use anyhow::{anyhow, bail, Result};
-use heapledger_profile::{Addr, InstrEntry, Profile, StringTable};
-use heapledger_store::{ProcessInfo, Store};
+use heapledger_profile::{Addr, InstrEntry, Profile, StackInfos, StringTable};
+use heapledger_store::{ProcessInfo, StackStream, Store};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -22,7 +22,10 @@ pub enum Pick {
 
 /// A profile to show, and the store's other processes.
 pub struct Opened {
+    /// The profile; without its stacks where they are given one by one
+    /// from the store (`each_stack`).
     pub profile: Profile,
+    stream: Option<(Store, StackStream)>,
     /// The store's processes not shown (empty for a JSON profile, and with
     /// `--all`).
     pub others: Vec<ProcessInfo>,
@@ -33,8 +36,37 @@ pub struct Opened {
     pub checkpoint: Option<(u64, f64)>,
 }
 
+impl Opened {
+    /// Calls `f` on every stack of the profile (frames innermost first):
+    /// from the store as they are read, where the profile was opened
+    /// without them, without holding them all.
+    pub fn each_stack(&self, mut f: impl FnMut(&[Addr], &StackInfos)) -> Result<()> {
+        match &self.stream {
+            Some((store, stream)) => stream
+                .each_stack(store, |stack, infos| f(stack, &infos))
+                .map_err(|e| anyhow!("the profile {e}")),
+            None => {
+                for s in self.profile.stacks.iter() {
+                    f(&s.stack, &s.infos);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How much of a store's process to load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Load {
+    /// The whole profile, stacks included (exports).
+    Whole,
+    /// Everything but the stacks, which `Opened::each_stack` gives one by
+    /// one (readers that sum them: report, tree).
+    Streamed,
+}
+
 /// Opens `path` and picks what to show.
-pub fn open(path: &Path, pick: Pick) -> Result<Opened> {
+pub fn open(path: &Path, pick: Pick, load: Load) -> Result<Opened> {
     let head = first_bytes(path);
     if !heapledger_store::is_sqlite(&head) {
         if pick != Pick::Main {
@@ -71,6 +103,7 @@ pub fn open(path: &Path, pick: Pick) -> Result<Opened> {
             let merged = profiles.len();
             Ok(Opened {
                 profile: merge(profiles),
+                stream: None,
                 others: Vec::new(),
                 merged,
                 checkpoint: None,
@@ -88,9 +121,16 @@ pub fn open(path: &Path, pick: Pick) -> Result<Opened> {
                 })?,
                 _ => main,
             };
-            let profile = check(store.profile(want.pid).map_err(named)?)?;
+            let (profile, stream) = match load {
+                Load::Whole => (check(store.profile(want.pid).map_err(named)?)?, None),
+                Load::Streamed => {
+                    let (profile, stream) = store.head(want.pid).map_err(named)?;
+                    (check(profile)?, Some((store, stream)))
+                }
+            };
             Ok(Opened {
                 profile,
+                stream,
                 others: procs.into_iter().filter(|p| p.pid != want.pid).collect(),
                 merged: 1,
                 checkpoint: want.checkpoint,
@@ -102,6 +142,7 @@ pub fn open(path: &Path, pick: Pick) -> Result<Opened> {
 fn one(profile: Profile) -> Opened {
     Opened {
         profile,
+        stream: None,
         others: Vec::new(),
         merged: 1,
         checkpoint: None,

@@ -1,6 +1,7 @@
 //! `heapledger tree`: a profile's stacks as a call tree with recursion
 //! collapsing (see `heapledger_analysis::calltree`).
 
+use crate::profiles::Opened;
 use anyhow::Result;
 use heapledger_analysis::calltree::{
     self, CallTree, CollapseMode, Direction, RenderOptions, Samples,
@@ -74,7 +75,8 @@ fn routines_of(p: &Profile, addr: Addr, by_line: bool, out: &mut Vec<String>) {
 }
 
 /// The profile's stacks as samples, root first, weighted by `metric`.
-pub fn samples(p: &Profile, metric: Metric, by_line: bool) -> Result<Samples> {
+pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
+    let p = &o.profile;
     let mut samples = Samples::new();
     let mut names = Vec::new();
     // Each address's routines (its inline chain, outermost first), named
@@ -119,21 +121,32 @@ pub fn samples(p: &Profile, metric: Metric, by_line: bool) -> Result<Samples> {
             }
         }
         _ => {
-            for s in p.stacks.iter() {
+            // Stacks as they are read (from the store, without holding
+            // them all); the first error stops the rest.
+            let mut failed = None;
+            o.each_stack(|stack, infos| {
+                if failed.is_some() {
+                    return;
+                }
                 let w = match metric {
-                    Metric::Count => s.infos.alloc.count,
-                    Metric::Bytes => s.infos.alloc.sum,
-                    Metric::Peak => s.infos.global_peak.max(0) as u64,
-                    Metric::Leaked => unreachable!(),
+                    Metric::Count => infos.alloc.count,
+                    Metric::Bytes => infos.alloc.sum,
+                    Metric::Peak => infos.global_peak.max(0) as u64,
+                    Metric::Leaked => 0,
                 };
-                push(&s.stack, w, &mut samples)?;
+                if let Err(e) = push(stack, w, &mut samples) {
+                    failed = Some(e);
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
             }
         }
     }
     Ok(samples)
 }
 
-pub fn print(p: &Profile, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
+pub fn print(p: &Opened, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
     let samples = samples(p, o.metric, o.by_line)?;
     let direction = if o.bottom_up {
         Direction::BottomUp
