@@ -25,7 +25,7 @@ pub struct Opened {
     /// The profile; without its stacks where they are given one by one
     /// from the store (`each_stack`).
     pub profile: Profile,
-    stream: Option<(Store, StackStream)>,
+    stream: Option<(Store, StackStream, std::path::PathBuf)>,
     /// The store's processes not shown (empty for a JSON profile, and with
     /// `--all`).
     pub others: Vec<ProcessInfo>,
@@ -42,9 +42,9 @@ impl Opened {
     /// without them, without holding them all.
     pub fn each_stack(&self, mut f: impl FnMut(&[Addr], &StackInfos)) -> Result<()> {
         match &self.stream {
-            Some((store, stream)) => stream
+            Some((store, stream, path)) => stream
                 .each_stack(store, |stack, infos| f(stack, &infos))
-                .map_err(|e| anyhow!("the profile {e}")),
+                .map_err(|e| anyhow!("`{}` {e}", path.display())),
             None => {
                 for s in self.profile.stacks.iter() {
                     f(&s.stack, &s.infos);
@@ -125,7 +125,7 @@ pub fn open(path: &Path, pick: Pick, load: Load) -> Result<Opened> {
                 Load::Whole => (check(store.profile(want.pid).map_err(named)?)?, None),
                 Load::Streamed => {
                     let (profile, stream) = store.head(want.pid).map_err(named)?;
-                    (check(profile)?, Some((store, stream)))
+                    (check(profile)?, Some((store, stream, path.to_owned())))
                 }
             };
             Ok(Opened {
