@@ -923,3 +923,102 @@ impl fmt::Display for Summary {
         Ok(())
     }
 }
+
+/// The version of [`Summary::to_json`]'s layout; bumped when a key changes
+/// meaning or goes (keys may be added without a bump).
+pub const REPORT_JSON_VERSION: u32 = 1;
+
+impl Summary {
+    /// The summary as JSON for scripts and CI (`heapledger report --json`):
+    /// the same figures as the text, with stable keys, byte counts in
+    /// bytes and times in seconds; a value not known is `null` (the key
+    /// is always there). docs/running.md lists the keys.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::{json, Value};
+        let site = |s: &Site| json!({"function": s.function, "location": s.location, "library": s.library});
+        let sites = |v: &[SiteTotal]| -> Value {
+            v.iter()
+                .map(|t| {
+                    let mut o = site(&t.site);
+                    o["calls"] = json!(t.calls);
+                    o["bytes"] = json!(t.bytes);
+                    o["bytes_at_peak"] = json!(t.at_peak);
+                    o
+                })
+                .collect()
+        };
+        let blocks = |b: Blocks| json!({"count": b.count, "bytes": b.bytes});
+        let program = Blocks {
+            count: self.alive.count.saturating_sub(self.alive_runtime.count),
+            bytes: self.alive.bytes.saturating_sub(self.alive_runtime.bytes),
+        };
+        let calls: serde_json::Map<String, Value> = FUNCTIONS
+            .iter()
+            .map(|&name| {
+                let c = self.calls.iter().find(|c| c.name == name);
+                let (count, bytes) = c.map_or((0, 0), |c| (c.count, c.bytes));
+                (name.to_owned(), json!({"count": count, "bytes": bytes}))
+            })
+            .collect();
+        let recording = self.recording.as_ref().map(|r| {
+            json!({
+                "stack_mode": r.stack_mode,
+                "max_depth": r.max_depth,
+                "truncated_stacks": r.truncated_stacks,
+                "frees_unwound": r.frees_unwound,
+                "sample_every": r.sample_every,
+                "lifetimes_sampled_after": r.lifetimes_sampled_after,
+                "recorder_memory": r.internal_memory,
+                "recorder_memory_peak": r.internal_memory_peak,
+                "unrecorded_calls": r.unrecorded,
+                "degraded": r.degraded,
+            })
+        });
+        json!({
+            "format": "heapledger-report",
+            "version": REPORT_JSON_VERSION,
+            "program": {
+                "command": self.command,
+                "exe": self.exe,
+                "pid": self.pid,
+                "forked_from": self.forked_from,
+                "exit_code": self.exit.as_ref().and_then(|e| e.code),
+                "exit_signal": self.exit.as_ref().and_then(|e| e.signal),
+                "run_seconds": self.run_seconds,
+                "checkpoint": self.checkpoint.map(|(seq, secs)| json!({"seq": seq, "seconds": secs})),
+                "recorded_by": self.tool,
+                "date": self.date,
+            },
+            "threads": {
+                "count": self.threads.count,
+                "most_at_once": self.threads.most_at_once,
+                "merged": self.threads.merged,
+            },
+            "calls": calls,
+            "allocations": {"count": self.alloc_calls, "bytes": self.alloc_bytes},
+            "peak": {
+                "requested_bytes": self.peak_requested,
+                "seconds": self.peak_seconds,
+                "resident_bytes": self.peak_rss,
+                "virtual_bytes": self.peak_virtual,
+            },
+            "alive_at_exit": {
+                "count": self.alive.count,
+                "bytes": self.alive.bytes,
+                "by_the_program": blocks(program),
+                "by_the_runtime": blocks(self.alive_runtime),
+            },
+            "top_sites_by_bytes": sites(&self.top_by_bytes),
+            "top_sites_by_calls": sites(&self.top_by_calls),
+            "top_sites_at_peak": sites(&self.top_at_peak),
+            "top_leaks": self.top_leaks.iter().map(|l| json!({
+                "count": l.blocks.count,
+                "bytes": l.blocks.bytes,
+                "frames": l.frames.iter().map(site).collect::<Vec<_>>(),
+                "more_frames": l.more_frames,
+            })).collect::<Vec<_>>(),
+            "leaking_stacks": self.leaking_stacks,
+            "recording": recording,
+        })
+    }
+}

@@ -132,6 +132,10 @@ enum Command {
         file: PathBuf,
         #[command(flatten)]
         which: Which,
+        /// Print it as JSON, with stable keys (docs/running.md), for
+        /// scripts and CI.
+        #[arg(long)]
+        json: bool,
         /// Number of rows in each table.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -317,7 +321,12 @@ pub fn main() -> Result<u8> {
             Ok(0)
         }
         Command::Recover { output } => crate::recover::recover(&output),
-        Command::Report { file, which, top } => {
+        Command::Report {
+            file,
+            which,
+            json,
+            top,
+        } => {
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             let mut sites = heapledger_analysis::summary::SiteSums::new();
             o.each_stack(|stack, infos| sites.add(&o.profile, stack, infos))?;
@@ -326,10 +335,12 @@ pub fn main() -> Result<u8> {
                 sites,
                 &heapledger_analysis::summary::SummaryOptions { top },
             );
-            std::io::Write::write_all(
-                &mut std::io::stdout().lock(),
-                summary.to_string().as_bytes(),
-            )?;
+            let text = if json {
+                format!("{:#}\n", summary.to_json())
+            } else {
+                summary.to_string()
+            };
+            std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
             after(&file, &o);
             Ok(0)
         }

@@ -273,6 +273,26 @@ fn a_program_killed_by_sigkill_leaves_its_last_checkpoint() {
         s
     };
     assert_eq!(at("kept_site"), (10, 12370, 0, 12370));
+
+    // `report --json` says it too, with the same numbers.
+    let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["report", "--json"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(j["format"], "heapledger-report");
+    assert_eq!(j["program"]["exit_signal"], 9);
+    assert_eq!(j["program"]["exit_code"], serde_json::Value::Null);
+    assert!(j["program"]["checkpoint"]["seq"].as_u64().unwrap() >= 1);
+    assert_eq!(j["calls"]["calloc"]["bytes"], 10371);
+    assert_eq!(j["calls"]["free"]["count"], 5);
+    assert_eq!(j["alive_at_exit"]["by_the_program"]["bytes"], 12370 + 10371);
+    assert_eq!(j["peak"]["requested_bytes"], 12370 + 10371);
+    let top = &j["top_sites_by_bytes"][0];
+    assert_eq!(top["function"], "kept_site");
+    assert_eq!(top["bytes"], 12370);
     assert_eq!(at("freed_site"), (5, 11725, 5, 0));
     assert_eq!(at("zeroed_site"), (3, 10371, 0, 10371));
 }
