@@ -107,12 +107,21 @@ enum Command {
         json: bool,
     },
     /// Write a profile in another tool's format: MALT's JSON (its reader
-    /// and web viewer), callgrind (KCachegrind, callgrind_annotate).
+    /// and web viewer), callgrind (KCachegrind, callgrind_annotate), folded
+    /// stacks (flamegraph.pl, inferno), an SVG flame graph.
     Export {
         file: PathBuf,
         /// The format to write.
         #[arg(long, value_enum)]
         format: crate::export::Format,
+        /// What weighs each stack, for the formats with one weight (folded,
+        /// flamegraph).
+        #[arg(long, value_enum, default_value = "bytes")]
+        metric: crate::tree::Metric,
+        /// The flame graph of the callers: leaf functions at the top,
+        /// drawn downwards (an icicle graph).
+        #[arg(long)]
+        inverted: bool,
         /// Where to write it (default: <profile stem>.malt.json for malt,
         /// callgrind.out.<profile stem> for callgrind).
         #[arg(short, long)]
@@ -306,17 +315,21 @@ pub fn main() -> Result<u8> {
         Command::Export {
             file,
             format,
+            metric,
+            inverted,
             output,
             which,
         } => {
-            let o = opened(&file, &which, crate::profiles::Load::Whole)?;
+            let load = if format.needs_whole_profile() {
+                crate::profiles::Load::Whole
+            } else {
+                crate::profiles::Load::Streamed
+            };
+            let o = opened(&file, &which, load)?;
             let out = output.unwrap_or_else(|| format.default_output(&file));
-            crate::export::write(&o.profile, format, &out)?;
-            eprintln!(
-                "heapledger: {} written to {}",
-                format_name(format),
-                out.display()
-            );
+            let weights = crate::export::Weights { metric, inverted };
+            crate::export::write(&o, format, weights, &out)?;
+            eprintln!("heapledger: {} written to {}", format.name(), out.display());
             after(&file, &o);
             Ok(0)
         }
@@ -344,13 +357,6 @@ pub fn main() -> Result<u8> {
             after(&file, &o);
             Ok(0)
         }
-    }
-}
-
-fn format_name(f: crate::export::Format) -> &'static str {
-    match f {
-        crate::export::Format::Malt => "MALT profile",
-        crate::export::Format::Callgrind => "callgrind file",
     }
 }
 

@@ -1,8 +1,9 @@
 //! `heapledger export`: a profile written in another tool's format, one
 //! writer per format.
 
+use crate::profiles::Opened;
+use crate::tree::Metric;
 use anyhow::{anyhow, Result};
-use heapledger_profile::Profile;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -11,6 +12,10 @@ pub enum Format {
     Malt,
     /// callgrind's format, for KCachegrind and callgrind_annotate.
     Callgrind,
+    /// Folded stacks (`main;f;g 1234`), for flamegraph.pl and inferno.
+    Folded,
+    /// An SVG flame graph (inferno's): search, click to zoom.
+    Flamegraph,
 }
 
 impl Format {
@@ -24,14 +29,113 @@ impl Format {
             // read again).
             Format::Malt => PathBuf::from(format!("{stem}.malt.json")),
             Format::Callgrind => PathBuf::from(format!("callgrind.out.{stem}")),
+            Format::Folded => PathBuf::from(format!("{stem}.folded")),
+            Format::Flamegraph => PathBuf::from(format!("{stem}.svg")),
+        }
+    }
+
+    /// Whether the format needs every stack of the profile in memory at
+    /// once (the others take them as they are read).
+    pub fn needs_whole_profile(self) -> bool {
+        matches!(self, Format::Malt | Format::Callgrind)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Malt => "MALT profile",
+            Format::Callgrind => "callgrind file",
+            Format::Folded => "folded stacks",
+            Format::Flamegraph => "flame graph",
         }
     }
 }
 
-/// Writes `profile` to `out` in `format`, whole or not at all.
-pub fn write(profile: &Profile, format: Format, out: &Path) -> Result<()> {
+/// What weighs the stacks of a format with one weight, and how.
+#[derive(Clone, Copy, Debug)]
+pub struct Weights {
+    pub metric: Metric,
+    /// The callers' view: leaf functions at the base of the flame graph.
+    pub inverted: bool,
+}
+
+/// The profile's stacks as folded lines, root first (`main;f;g 1234`),
+/// one per distinct stack of routines with a weight; `;` inside a name
+/// becomes `:`, as flamegraph.pl's own collapsers do.
+fn folded_lines(o: &Opened, metric: Metric) -> Result<Vec<String>> {
+    let samples = crate::tree::samples(o, metric, false)?;
+    let routines = samples.routines();
+    let names: Vec<String> = routines
+        .iter()
+        .map(|(_, n)| n.replace(';', ":").replace('\n', " "))
+        .collect();
+    let mut lines = Vec::with_capacity(samples.len());
+    for s in samples.iter() {
+        if s.weight == 0 {
+            continue;
+        }
+        let mut line = String::new();
+        for (i, f) in s.frames.iter().enumerate() {
+            if i > 0 {
+                line.push(';');
+            }
+            line.push_str(&names[f.index()]);
+        }
+        line.push(' ');
+        line.push_str(&s.weight.to_string());
+        lines.push(line);
+    }
+    Ok(lines)
+}
+
+/// Writes the profile to `out` in `format`, whole or not at all.
+pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result<()> {
+    let profile = &o.profile;
+    let lines = match format {
+        Format::Folded | Format::Flamegraph => folded_lines(o, weights.metric)?,
+        _ => Vec::new(),
+    };
     crate::output::write_whole(out, |f| {
         match format {
+            Format::Folded => {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                for l in &lines {
+                    std::io::Write::write_all(&mut w, l.as_bytes())?;
+                    std::io::Write::write_all(&mut w, b"\n")?;
+                }
+                std::io::Write::flush(&mut w)?;
+            }
+            Format::Flamegraph => {
+                let mut opts = inferno::flamegraph::Options::default();
+                opts.title = format!(
+                    "{}: {}{}",
+                    profile.run.command,
+                    weights.metric.name(),
+                    if weights.inverted { ", callers" } else { "" }
+                );
+                opts.count_name = match weights.metric {
+                    Metric::Count => "allocations".into(),
+                    _ => "bytes".into(),
+                };
+                opts.reverse_stack_order = weights.inverted;
+                if weights.inverted {
+                    opts.direction = inferno::flamegraph::Direction::Inverted;
+                }
+                opts.deterministic = true;
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                if lines.is_empty() {
+                    anyhow::bail!(
+                        "the profile has no stack with {} to draw",
+                        weights.metric.name()
+                    );
+                }
+                inferno::flamegraph::from_lines(
+                    &mut opts,
+                    lines.iter().map(String::as_str),
+                    &mut w,
+                )
+                .map_err(|e| anyhow!("{e}"))?;
+                std::io::Write::flush(&mut w)?;
+            }
             // `write_to` buffers (1 MiB) itself.
             Format::Malt => profile.write_to(f).map_err(|e| anyhow!("{e}"))?,
             Format::Callgrind => {

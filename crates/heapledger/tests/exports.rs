@@ -1,0 +1,99 @@
+//! Exports with one weight (issue 32): folded stacks add up to the
+//! profile's totals, site by site; the flame graph is an SVG that names
+//! the program's functions, its callers' view drawn the other way.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn heapledger(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(args)
+        .output()
+        .expect("cannot run heapledger")
+}
+
+#[test]
+fn folded_stacks_add_up_to_the_profile_and_the_flame_graph_names_its_sites() {
+    let dir = Scratch::new("exports");
+    let exe = dir.join("basic");
+    compile("cc", &["basic.c"], SITE_FLAGS, &exe);
+    let (p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let store = dir.join("p.sqlite");
+    let folded = |metric: &str| -> Vec<(String, u64)> {
+        let out = dir.join(&format!("{metric}.folded"));
+        let o = heapledger(&[
+            "export".as_ref(),
+            store.as_os_str(),
+            "--format".as_ref(),
+            "folded".as_ref(),
+            "--metric".as_ref(),
+            metric.as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (stack, w) = l.rsplit_once(' ').expect("`stack weight`");
+                (stack.to_owned(), w.parse().expect("a weight"))
+            })
+            .collect()
+    };
+    let totals = p.stacks.iter().fold((0, 0), |t, s| {
+        (t.0 + s.infos.alloc.count, t.1 + s.infos.alloc.sum)
+    });
+    let bytes = folded("bytes");
+    let count = folded("count");
+    assert_eq!(bytes.iter().map(|l| l.1).sum::<u64>(), totals.1);
+    assert_eq!(count.iter().map(|l| l.1).sum::<u64>(), totals.0);
+    // Root first, the allocating function last: alloc_small's 24-byte
+    // blocks, all under main.
+    let small = site(&p, "alloc_small", site_line("basic.c", "small"));
+    let at_small: u64 = bytes
+        .iter()
+        .filter(|(s, _)| s.ends_with(";alloc_small"))
+        .map(|l| l.1)
+        .sum();
+    assert_eq!(at_small, small.alloc.sum);
+    assert!(
+        bytes
+            .iter()
+            .filter(|(s, _)| s.ends_with(";alloc_small"))
+            .all(|(s, _)| s.contains(";main;")),
+        "{bytes:?}"
+    );
+
+    for inverted in [false, true] {
+        let svg = dir.join(&format!("f{inverted}.svg"));
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "export".as_ref(),
+            store.as_os_str(),
+            "--format".as_ref(),
+            "flamegraph".as_ref(),
+            "-o".as_ref(),
+            svg.as_os_str(),
+        ];
+        if inverted {
+            args.push("--inverted".as_ref());
+        }
+        let o = heapledger(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(
+            text.starts_with("<?xml"),
+            "{}",
+            &text[..100.min(text.len())]
+        );
+        assert!(text.trim_end().ends_with("</svg>"));
+        assert!(
+            text.contains("alloc_small"),
+            "no alloc_small in the flame graph"
+        );
+        assert!(text.contains("main"));
+        assert_eq!(text.contains(", callers"), inverted);
+    }
+}
