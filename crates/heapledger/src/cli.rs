@@ -136,6 +136,28 @@ enum Command {
         #[arg(short, long, value_name = "DIR", default_value = ".")]
         output: PathBuf,
     },
+    /// Check a profile against memory budgets, for CI: exit 0 within every
+    /// budget, 1 with one line per budget exceeded.
+    Check {
+        file: PathBuf,
+        #[command(flatten)]
+        which: Which,
+        /// Most bytes the program may have asked for and not yet freed at
+        /// one moment (the requested peak); K, M, G suffixes.
+        #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
+        max_peak: Option<u64>,
+        /// Most bytes the program may leave allocated at exit (the C/C++
+        /// runtime's own blocks apart); 0 allows no leak.
+        #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
+        max_leaked: Option<u64>,
+        /// Most allocation calls.
+        #[arg(long, value_name = "N")]
+        max_allocations: Option<u64>,
+        /// Print the verdicts as JSON (`within_budget`, and per budget
+        /// `name`, `limit`, `value`, `exceeded`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
@@ -334,6 +356,43 @@ pub fn main() -> Result<u8> {
             Ok(0)
         }
         Command::Recover { output } => crate::recover::recover(&output),
+        Command::Check {
+            file,
+            which,
+            max_peak,
+            max_leaked,
+            max_allocations,
+            json,
+        } => {
+            let budgets = crate::check::Budgets {
+                peak: max_peak,
+                leaked: max_leaked,
+                allocations: max_allocations,
+            };
+            if budgets.peak.is_none() && budgets.leaked.is_none() && budgets.allocations.is_none() {
+                eprintln!("error: `heapledger check` needs a budget: --max-peak, --max-leaked or --max-allocations");
+                return Ok(2);
+            }
+            let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
+            let mut sites = heapledger_analysis::summary::SiteSums::new();
+            o.each_stack(|stack, infos| sites.add(&o.profile, stack, infos))?;
+            let summary = heapledger_analysis::summary::Summary::with_sites(
+                &o.profile,
+                sites,
+                &heapledger_analysis::summary::SummaryOptions { top: 0 },
+            );
+            let verdicts = crate::check::verdicts(&summary, &budgets);
+            let over = verdicts.iter().any(|v| v.exceeded());
+            if json {
+                println!("{:#}", crate::check::to_json(&verdicts));
+            } else {
+                for v in verdicts.iter().filter(|v| v.exceeded()) {
+                    println!("{}", v.line());
+                }
+            }
+            after(&file, &o);
+            Ok(u8::from(over))
+        }
         Command::Report {
             file,
             which,
@@ -444,6 +503,14 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 
 /// A byte count: digits, optionally followed by K, M or G (powers of 1024,
 /// also written KiB/KB, MiB/MB, GiB/GB, in either case), at least 1.
+/// A budget in bytes: a byte count, or 0.
+fn parse_budget(s: &str) -> Result<u64, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    parse_bytes(s)
+}
+
 fn parse_bytes(s: &str) -> Result<u64, String> {
     let bad = || format!("`{s}` is not a byte count (such as 4096, 512K, 1M, 1G)");
     let t = s.trim();

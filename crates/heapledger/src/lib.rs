@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cli                      parses arguments into options, dispatches
-//! run   tree   export      the commands
+//! run   tree   export   check   the commands
 //! profiles                 opening a profile (a store's process, or JSON)
 //! recover                  turns an interrupted run's raw data into profiles
 //! symbolizer               symbolizes beside the running program
@@ -15,6 +15,7 @@
 //! options preload maps date prefault   leaves
 //! ```
 
+pub mod check;
 pub mod cli;
 pub mod convert;
 pub mod date;

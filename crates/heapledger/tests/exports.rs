@@ -97,3 +97,63 @@ fn folded_stacks_add_up_to_the_profile_and_the_flame_graph_names_its_sites() {
         assert_eq!(text.contains(", callers"), inverted);
     }
 }
+
+/// `heapledger check` (issue 32): exit 0 within every budget, 1 with one
+/// line per budget exceeded, the same verdicts as JSON.
+#[test]
+fn check_holds_a_profile_to_its_budgets() {
+    let dir = Scratch::new("check");
+    let exe = dir.join("basic");
+    compile("cc", &["basic.c"], SITE_FLAGS, &exe);
+    let (p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let store = dir.join("p.sqlite");
+    let peak = p.heapledger.as_ref().unwrap().peak_requested;
+    let allocs: u64 = p.stacks.iter().map(|s| s.infos.alloc.count).sum();
+    let check = |args: &[String]| {
+        let mut all: Vec<&std::ffi::OsStr> = vec!["check".as_ref(), store.as_os_str()];
+        all.extend(args.iter().map(|a| -> &std::ffi::OsStr { a.as_ref() }));
+        let o = heapledger(&all);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // Exactly at the peak and the allocations: within.
+    let (code, out, err) = check(&[
+        "--max-peak".into(),
+        peak.to_string(),
+        "--max-allocations".into(),
+        allocs.to_string(),
+    ]);
+    assert_eq!((code, out.as_str()), (Some(0), ""), "{err}");
+    // One byte and one call under: two lines, exit 1.
+    let (code, out, _) = check(&[
+        "--max-peak".into(),
+        (peak - 1).to_string(),
+        "--max-allocations".into(),
+        (allocs - 1).to_string(),
+    ]);
+    assert_eq!(code, Some(1));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].starts_with("peak ") && lines[0].contains("exceeds --max-peak"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("allocations {allocs} exceeds --max-allocations")),
+        "{out}"
+    );
+    // basic.c leaks on purpose: no leak allowed fails, as JSON too.
+    let (code, out, _) = check(&["--max-leaked".into(), "0".into(), "--json".into()]);
+    assert_eq!(code, Some(1));
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["within_budget"], false);
+    assert_eq!(j["budgets"][0]["name"], "leaked");
+    assert!(j["budgets"][0]["value"].as_u64().unwrap() > 0);
+    // No budget: a usage error.
+    let (code, _, err) = check(&[]);
+    assert_eq!(code, Some(2));
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
