@@ -93,6 +93,9 @@ pub struct SiteTotal {
     pub bytes: u64,
     /// Bytes of this site alive when the whole process reached its peak.
     pub at_peak: u64,
+    /// Bytes of its blocks alive at exit (where `SiteSums::add_leak` was
+    /// given them).
+    pub leaked: u64,
 }
 
 /// Blocks alive at exit that share a stack.
@@ -510,15 +513,34 @@ impl SiteSums {
         if infos.alloc.count == 0 {
             return;
         }
-        let Some(&leaf) = stack.first() else {
+        let Some(i) = self.site_index(profile, stack) else {
             return;
         };
+        let t = &mut self.totals[i];
+        t.calls = t.calls.saturating_add(infos.alloc.count);
+        t.bytes = t.bytes.saturating_add(infos.alloc.sum);
+        t.at_peak = t.at_peak.saturating_add(infos.global_peak.max(0) as u64);
+    }
+
+    /// Adds the bytes a stack of `profile` left alive at exit.
+    pub fn add_leak(&mut self, profile: &Profile, stack: &[Addr], bytes: u64) {
+        if let Some(i) = self.site_index(profile, stack) {
+            self.totals[i].leaked = self.totals[i].leaked.saturating_add(bytes);
+        }
+    }
+
+    /// Every site, in first-seen order.
+    pub fn into_totals(self) -> Vec<SiteTotal> {
+        self.totals
+    }
+
+    /// The site of a stack, found or added.
+    fn site_index(&mut self, profile: &Profile, stack: &[Addr]) -> Option<usize> {
+        let &leaf = stack.first()?;
         let i = match self.by_leaf.get(&leaf) {
             Some(&i) => i,
             None => {
-                let Some((site, leaf_only)) = site_of_stack(profile, stack) else {
-                    return;
-                };
+                let (site, leaf_only) = site_of_stack(profile, stack)?;
                 let totals = &mut self.totals;
                 let i = *self.index.entry(site.clone()).or_insert_with(|| {
                     totals.push(SiteTotal {
@@ -526,6 +548,7 @@ impl SiteSums {
                         calls: 0,
                         bytes: 0,
                         at_peak: 0,
+                        leaked: 0,
                     });
                     totals.len() - 1
                 });
@@ -535,10 +558,7 @@ impl SiteSums {
                 i
             }
         };
-        let t = &mut self.totals[i];
-        t.calls = t.calls.saturating_add(infos.alloc.count);
-        t.bytes = t.bytes.saturating_add(infos.alloc.sum);
-        t.at_peak = t.at_peak.saturating_add(infos.global_peak.max(0) as u64);
+        Some(i)
     }
 }
 

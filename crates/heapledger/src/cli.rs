@@ -158,6 +158,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Which allocation sites grew or shrank between two profiles (by
+    /// allocations, bytes, bytes at the peak, bytes leaked), largest change
+    /// first; sites matched by function and source line, not by address.
+    Diff {
+        base: PathBuf,
+        new: PathBuf,
+        /// Number of sites shown.
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// Print every changed site as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Write a differential flame graph (SVG: red grew, blue shrank),
+        /// weighed by --metric, to this file.
+        #[arg(long, value_name = "SVG")]
+        flamegraph: Option<PathBuf>,
+        /// What weighs the differential flame graph.
+        #[arg(long, value_enum, default_value = "bytes")]
+        metric: crate::tree::Metric,
+    },
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
@@ -356,6 +376,33 @@ pub fn main() -> Result<u8> {
             Ok(0)
         }
         Command::Recover { output } => crate::recover::recover(&output),
+        Command::Diff {
+            base,
+            new,
+            top,
+            json,
+            flamegraph,
+            metric,
+        } => {
+            let load = crate::profiles::Load::Streamed;
+            let b = crate::profiles::open(&base, crate::profiles::Pick::Main, load)?;
+            let n = crate::profiles::open(&new, crate::profiles::Pick::Main, load)?;
+            let rows = crate::diff::rows(&b, &n)?;
+            let text = if json {
+                format!("{:#}\n", crate::diff::to_json(&rows))
+            } else {
+                crate::diff::to_text(&rows, top)
+            };
+            std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+            if let Some(svg) = flamegraph {
+                crate::export::differential(&b, &n, metric, &svg)?;
+                eprintln!(
+                    "heapledger: differential flame graph written to {}",
+                    svg.display()
+                );
+            }
+            Ok(0)
+        }
         Command::Check {
             file,
             which,

@@ -147,3 +147,48 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
         Ok(())
     })
 }
+
+/// A differential flame graph (inferno's: the new profile's shape, red
+/// where a stack grew, blue where it shrank) of two profiles' stacks,
+/// matched by their routines' names.
+pub fn differential(base: &Opened, new: &Opened, metric: Metric, out: &Path) -> Result<()> {
+    let split = |l: &str| -> (String, u64) {
+        let (s, w) = l.rsplit_once(' ').unwrap_or((l, "0"));
+        (s.to_owned(), w.parse().unwrap_or(0))
+    };
+    let mut both: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for l in folded_lines(base, metric)? {
+        let (s, w) = split(&l);
+        both.entry(s).or_default().0 += w;
+    }
+    for l in folded_lines(new, metric)? {
+        let (s, w) = split(&l);
+        both.entry(s).or_default().1 += w;
+    }
+    let lines: Vec<String> = both
+        .iter()
+        .map(|(s, (a, b))| format!("{s} {a} {b}"))
+        .collect();
+    if lines.is_empty() {
+        anyhow::bail!("neither profile has a stack with {} to draw", metric.name());
+    }
+    crate::output::write_whole(out, |f| {
+        let mut opts = inferno::flamegraph::Options::default();
+        opts.title = format!(
+            "{} (new) against {} (base): {}",
+            new.profile.run.command,
+            base.profile.run.command,
+            metric.name()
+        );
+        opts.count_name = match metric {
+            Metric::Count => "allocations".into(),
+            _ => "bytes".into(),
+        };
+        opts.deterministic = true;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut w)
+            .map_err(|e| anyhow!("{e}"))?;
+        std::io::Write::flush(&mut w)?;
+        Ok(())
+    })
+}

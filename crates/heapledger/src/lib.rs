@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cli                      parses arguments into options, dispatches
-//! run   tree   export   check   the commands
+//! run   tree   export   check   diff   the commands
 //! profiles                 opening a profile (a store's process, or JSON)
 //! recover                  turns an interrupted run's raw data into profiles
 //! symbolizer               symbolizes beside the running program
@@ -19,6 +19,7 @@ pub mod check;
 pub mod cli;
 pub mod convert;
 pub mod date;
+pub mod diff;
 pub mod dumps;
 pub mod export;
 pub mod live;

@@ -157,3 +157,61 @@ fn check_holds_a_profile_to_its_budgets() {
     assert_eq!(code, Some(2));
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// `heapledger diff` (issue 32): two runs of a program that makes more
+/// blocks at one site: that site alone is listed, with its exact change;
+/// the JSON holds both sides; a differential flame graph is written.
+#[test]
+fn diff_names_the_site_that_grew_and_only_it() {
+    let dir = Scratch::new("diff");
+    let exe = dir.join("grow");
+    compile("cc", &["grow.c"], SITE_FLAGS, &exe);
+    let (a, b) = (dir.join("a.sqlite"), dir.join("b.sqlite"));
+    for (out, n) in [(&a, "10"), (&b, "30")] {
+        let o = heapledger_run("dwarf", out, &exe, &[n]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let svg = dir.join("d.svg");
+    let o = heapledger(&[
+        "diff".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--flamegraph".as_ref(),
+        svg.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("Sites that changed (1 in all)"),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("+2.0 KiB (2000 B)") && lines[2].contains("+20"),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("grown  ") && lines[2].contains("grow.c:"),
+        "{text}"
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("grown"));
+
+    let o = heapledger(&[
+        "diff".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sites = j["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), 1, "{j}");
+    assert_eq!(sites[0]["function"], "grown");
+    assert_eq!(sites[0]["base"]["calls"], 10);
+    assert_eq!(sites[0]["new"]["calls"], 30);
+    assert_eq!(sites[0]["new"]["bytes"], 3000);
+
+    // A profile against itself: nothing changed.
+    let o = heapledger(&["diff".as_ref(), a.as_os_str(), a.as_os_str()]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "No site changed.\n");
+}
