@@ -16,6 +16,8 @@ pub enum Format {
     Folded,
     /// An SVG flame graph (inferno's): search, click to zoom.
     Flamegraph,
+    /// speedscope's JSON file format (https://www.speedscope.app).
+    Speedscope,
 }
 
 impl Format {
@@ -31,6 +33,7 @@ impl Format {
             Format::Callgrind => PathBuf::from(format!("callgrind.out.{stem}")),
             Format::Folded => PathBuf::from(format!("{stem}.folded")),
             Format::Flamegraph => PathBuf::from(format!("{stem}.svg")),
+            Format::Speedscope => PathBuf::from(format!("{stem}.speedscope.json")),
         }
     }
 
@@ -46,6 +49,7 @@ impl Format {
             Format::Callgrind => "callgrind file",
             Format::Folded => "folded stacks",
             Format::Flamegraph => "flame graph",
+            Format::Speedscope => "speedscope profile",
         }
     }
 }
@@ -87,6 +91,45 @@ fn folded_lines(o: &Opened, metric: Metric) -> Result<Vec<String>> {
     Ok(lines)
 }
 
+/// The profile's stacks in speedscope's file format
+/// (https://www.speedscope.app/file-format-schema.json): one "sampled"
+/// profile whose samples are the distinct stacks (frame indexes, root
+/// first) and whose weights are `metric`'s.
+fn speedscope(o: &Opened, metric: Metric) -> Result<serde_json::Value> {
+    let samples = crate::tree::samples(o, metric, false)?;
+    let frames: Vec<serde_json::Value> = samples
+        .routines()
+        .iter()
+        .map(|(_, n)| serde_json::json!({ "name": n }))
+        .collect();
+    let mut stacks = Vec::new();
+    let mut weights = Vec::new();
+    for s in samples.iter().filter(|s| s.weight > 0) {
+        stacks.push(s.frames.iter().map(|f| f.index()).collect::<Vec<_>>());
+        weights.push(s.weight);
+    }
+    let total: u64 = weights.iter().sum();
+    let unit = match metric {
+        Metric::Count => "none",
+        _ => "bytes",
+    };
+    Ok(serde_json::json!({
+        "$schema": "https://www.speedscope.app/file-format-schema.json",
+        "shared": { "frames": frames },
+        "profiles": [{
+            "type": "sampled",
+            "name": format!("{}: {}", o.profile.run.command, metric.name()),
+            "unit": unit,
+            "startValue": 0,
+            "endValue": total,
+            "samples": stacks,
+            "weights": weights,
+        }],
+        "name": o.profile.run.command,
+        "exporter": concat!("heapledger ", env!("CARGO_PKG_VERSION")),
+    }))
+}
+
 /// Writes the profile to `out` in `format`, whole or not at all.
 pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result<()> {
     let profile = &o.profile;
@@ -94,8 +137,17 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
         Format::Folded | Format::Flamegraph => folded_lines(o, weights.metric)?,
         _ => Vec::new(),
     };
+    let speedscope = match format {
+        Format::Speedscope => Some(speedscope(o, weights.metric)?),
+        _ => None,
+    };
     crate::output::write_whole(out, |f| {
         match format {
+            Format::Speedscope => {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                serde_json::to_writer(&mut w, &speedscope)?;
+                std::io::Write::flush(&mut w)?;
+            }
             Format::Folded => {
                 let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
                 for l in &lines {

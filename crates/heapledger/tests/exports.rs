@@ -67,6 +67,59 @@ fn folded_stacks_add_up_to_the_profile_and_the_flame_graph_names_its_sites() {
         "{bytes:?}"
     );
 
+    // speedscope's file format: its samples are the folded stacks, by
+    // frame index, with the same weights.
+    let ss = dir.join("p.speedscope.json");
+    let o = heapledger(&[
+        "export".as_ref(),
+        store.as_os_str(),
+        "--format".as_ref(),
+        "speedscope".as_ref(),
+        "-o".as_ref(),
+        ss.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&ss).unwrap()).unwrap();
+    assert_eq!(
+        j["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    let frames = j["shared"]["frames"].as_array().unwrap();
+    let prof = &j["profiles"][0];
+    assert_eq!(prof["type"], "sampled");
+    assert_eq!(prof["unit"], "bytes");
+    assert_eq!(prof["endValue"], totals.1);
+    let weights: Vec<u64> = prof["weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_u64().unwrap())
+        .collect();
+    assert_eq!(weights.iter().sum::<u64>(), totals.1);
+    let mut from_speedscope: Vec<(String, u64)> = prof["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(&weights)
+        .map(|(s, w)| {
+            let names: Vec<&str> = s
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| {
+                    frames[i.as_u64().unwrap() as usize]["name"]
+                        .as_str()
+                        .unwrap()
+                })
+                .collect();
+            (names.join(";"), *w)
+        })
+        .collect();
+    let mut from_folded = bytes.clone();
+    from_speedscope.sort();
+    from_folded.sort();
+    assert_eq!(from_speedscope, from_folded);
+
     for inverted in [false, true] {
         let svg = dir.join(&format!("f{inverted}.svg"));
         let mut args: Vec<&std::ffi::OsStr> = vec![
