@@ -77,8 +77,8 @@ extern "C" fn on_fatal(sig: c_int) {
     if t.in_hook.get() {
         if TERMINATING.contains(&sig) {
             // Held until the thread leaves the recorder. The handler stays
-            // (SA_RESETHAND took it away), so that the same signal again
-            // meanwhile is held too.
+            // (it is installed again, as it was), so that the same signal
+            // again meanwhile is held too.
             t.pending_signal.set(sig as u8);
             install_one(sig);
             return;
@@ -158,7 +158,18 @@ pub fn install_one(sig: c_int) -> bool {
         // dump cut short. The handler then dies of the first signal.
         // SA_ONSTACK: on the thread's alternate stack (`altstack.rs`),
         // where there is room after a stack overflow.
-        act.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART | libc::SA_ONSTACK;
+        // No SA_RESETHAND for those: the kernel resets the action to the
+        // default as it takes the signal, but blocks the handler's mask
+        // only once the handler's frame is set up; a second SIGTERM sent
+        // in between (`timeout` signals the whole group right after
+        // `heapledger run` passed one on) found the default action and
+        // killed the process with no profile, 1 time in 40. The handler
+        // puts the default back itself before it dies (`die_of`). A fault
+        // (SIGSEGV...) keeps it: a second one inside the handler must kill.
+        act.sa_flags = libc::SA_RESTART | libc::SA_ONSTACK;
+        if !TERMINATING.contains(&sig) {
+            act.sa_flags |= libc::SA_RESETHAND;
+        }
         libc::sigemptyset(&mut act.sa_mask);
         for s in TERMINATING {
             libc::sigaddset(&mut act.sa_mask, s);
