@@ -168,6 +168,45 @@ pub fn output_within(mut cmd: Command, limit: std::time::Duration) -> Output {
         .expect("cannot read heapledger's output")
 }
 
+/// `heapledger run` of `program` into `out`, which must exit 0.
+fn run_ok<S: AsRef<OsStr>>(stack: &str, out: &Path, program: &Path, args: &[S]) -> Output {
+    let o = heapledger_run(stack, out, program, args);
+    assert!(
+        o.status.success(),
+        "heapledger run {} failed ({}):\n{}",
+        program.display(),
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// `heapledger export --format malt [--pid PID] -o out store`, which must
+/// exit 0.
+fn export_malt(store: &Path, pid: Option<u32>, out: &Path) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_heapledger"));
+    c.args(["export", "--format", "malt"]);
+    if let Some(pid) = pid {
+        c.args(["--pid", &pid.to_string()]);
+    }
+    let e = c
+        .arg("-o")
+        .arg(out)
+        .arg(store)
+        .output()
+        .expect("cannot run heapledger");
+    assert!(
+        e.status.success(),
+        "heapledger export {} (pid {pid:?}) failed:\n{}",
+        store.display(),
+        String::from_utf8_lossy(&e.stderr)
+    );
+}
+
+fn read_profile(out: &Path) -> Profile {
+    Profile::from_path(out).unwrap_or_else(|e| panic!("{}: {e}", out.display()))
+}
+
 /// Runs `program` under heapledger in `stack` mode with the profile store
 /// written to `dir/p.sqlite`, exported to `dir/p.json` (MALT's JSON, of the
 /// process `run` started); asserts that both exited 0 and returns the
@@ -181,29 +220,13 @@ pub fn profile_of<S: AsRef<OsStr>>(
 ) -> (Profile, String) {
     let store = dir.join("p.sqlite");
     let out = dir.join("p.json");
-    let o = heapledger_run(stack, &store, program, args);
-    assert!(
-        o.status.success(),
-        "heapledger run {} failed ({}):\n{}",
-        program.display(),
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let e = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["export", "--format", "malt", "-o"])
-        .arg(&out)
-        .arg(&store)
-        .output()
-        .expect("cannot run heapledger");
-    assert!(
-        e.status.success(),
-        "heapledger export {} failed:\n{}",
-        store.display(),
-        String::from_utf8_lossy(&e.stderr)
-    );
+    let o = run_ok(stack, &store, program, args);
+    export_malt(&store, None, &out);
     export_children(dir, &store);
-    let profile = Profile::from_path(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
-    (profile, String::from_utf8_lossy(&o.stdout).into_owned())
+    (
+        read_profile(&out),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
 }
 
 /// The store's other processes, each exported to
@@ -223,24 +246,10 @@ pub fn export_children(dir: &Scratch, store: &Path) {
     drop(c);
     for (pid, exe) in others {
         std::fs::create_dir_all(&children).unwrap();
-        let out = children.join(format!("heapledger-{exe}-{pid}.json"));
-        let e = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-            .args([
-                "export",
-                "--format",
-                "malt",
-                "--pid",
-                &pid.to_string(),
-                "-o",
-            ])
-            .arg(&out)
-            .arg(store)
-            .output()
-            .expect("cannot run heapledger");
-        assert!(
-            e.status.success(),
-            "heapledger export --pid {pid}: {}",
-            String::from_utf8_lossy(&e.stderr)
+        export_malt(
+            store,
+            Some(pid),
+            &children.join(format!("heapledger-{exe}-{pid}.json")),
         );
     }
 }
@@ -254,16 +263,11 @@ pub fn profile_of_json<S: AsRef<OsStr>>(
     args: &[S],
 ) -> (Profile, String) {
     let out = dir.join("p.json");
-    let o = heapledger_run(stack, &out, program, args);
-    assert!(
-        o.status.success(),
-        "heapledger run {} failed ({}):\n{}",
-        program.display(),
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let profile = Profile::from_path(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
-    (profile, String::from_utf8_lossy(&o.stdout).into_owned())
+    let o = run_ok(stack, &out, program, args);
+    (
+        read_profile(&out),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
 }
 
 /// Whether a symbolized function name is `name`: C names match exactly,
