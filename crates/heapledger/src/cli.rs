@@ -225,6 +225,20 @@ fn opened(
     crate::profiles::open(file, which.pick(), load)
 }
 
+/// The summary of an opened profile, its stacks summed as they are read.
+fn summary_of(
+    o: &crate::profiles::Opened,
+    top: usize,
+) -> Result<heapledger_analysis::summary::Summary> {
+    let mut sites = heapledger_analysis::summary::SiteSums::new();
+    o.each_stack(|stack, infos| sites.add(&o.profile, stack, infos))?;
+    Ok(heapledger_analysis::summary::Summary::with_sites(
+        &o.profile,
+        sites,
+        &heapledger_analysis::summary::SummaryOptions { top },
+    ))
+}
+
 fn after(file: &std::path::Path, o: &crate::profiles::Opened) {
     if let Some((seq, secs)) = o.checkpoint {
         eprintln!(
@@ -421,13 +435,7 @@ pub fn main() -> Result<u8> {
                 return Ok(2);
             }
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
-            let mut sites = heapledger_analysis::summary::SiteSums::new();
-            o.each_stack(|stack, infos| sites.add(&o.profile, stack, infos))?;
-            let summary = heapledger_analysis::summary::Summary::with_sites(
-                &o.profile,
-                sites,
-                &heapledger_analysis::summary::SummaryOptions { top: 0 },
-            );
+            let summary = summary_of(&o, 0)?;
             let verdicts = crate::check::verdicts(&summary, &budgets);
             let over = verdicts.iter().any(|v| v.exceeded());
             if json {
@@ -447,13 +455,7 @@ pub fn main() -> Result<u8> {
             top,
         } => {
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
-            let mut sites = heapledger_analysis::summary::SiteSums::new();
-            o.each_stack(|stack, infos| sites.add(&o.profile, stack, infos))?;
-            let summary = heapledger_analysis::summary::Summary::with_sites(
-                &o.profile,
-                sites,
-                &heapledger_analysis::summary::SummaryOptions { top },
-            );
+            let summary = summary_of(&o, top)?;
             let text = if json {
                 format!("{:#}\n", summary.to_json())
             } else {

@@ -157,22 +157,19 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
                 std::io::Write::flush(&mut w)?;
             }
             Format::Flamegraph => {
-                let mut opts = inferno::flamegraph::Options::default();
-                opts.title = format!(
-                    "{}: {}{}",
-                    profile.run.command,
-                    weights.metric.name(),
-                    if weights.inverted { ", callers" } else { "" }
+                let mut opts = flame_options(
+                    format!(
+                        "{}: {}{}",
+                        profile.run.command,
+                        weights.metric.name(),
+                        if weights.inverted { ", callers" } else { "" }
+                    ),
+                    weights.metric,
                 );
-                opts.count_name = match weights.metric {
-                    Metric::Count => "allocations".into(),
-                    _ => "bytes".into(),
-                };
                 opts.reverse_stack_order = weights.inverted;
                 if weights.inverted {
                     opts.direction = inferno::flamegraph::Direction::Inverted;
                 }
-                opts.deterministic = true;
                 let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
                 if lines.is_empty() {
                     anyhow::bail!(
@@ -200,6 +197,19 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
     })
 }
 
+/// inferno's options with a title, the metric's unit and no randomness
+/// (the same profile gives the same file).
+fn flame_options(title: String, metric: Metric) -> inferno::flamegraph::Options<'static> {
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title;
+    opts.count_name = match metric {
+        Metric::Count => "allocations".into(),
+        _ => "bytes".into(),
+    };
+    opts.deterministic = true;
+    opts
+}
+
 /// A differential flame graph (inferno's: the new profile's shape, red
 /// where a stack grew, blue where it shrank) of two profiles' stacks,
 /// matched by their routines' names.
@@ -225,18 +235,15 @@ pub fn differential(base: &Opened, new: &Opened, metric: Metric, out: &Path) -> 
         anyhow::bail!("neither profile has a stack with {} to draw", metric.name());
     }
     crate::output::write_whole(out, |f| {
-        let mut opts = inferno::flamegraph::Options::default();
-        opts.title = format!(
-            "{} (new) against {} (base): {}",
-            new.profile.run.command,
-            base.profile.run.command,
-            metric.name()
+        let mut opts = flame_options(
+            format!(
+                "{} (new) against {} (base): {}",
+                new.profile.run.command,
+                base.profile.run.command,
+                metric.name()
+            ),
+            metric,
         );
-        opts.count_name = match metric {
-            Metric::Count => "allocations".into(),
-            _ => "bytes".into(),
-        };
-        opts.deterministic = true;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
         inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut w)
             .map_err(|e| anyhow!("{e}"))?;
