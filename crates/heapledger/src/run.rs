@@ -350,7 +350,6 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let mut phases = Phases::new();
     let lib = find_preload()?;
     crate::output::check_writable(o.output.as_deref())?;
-    crate::recover::mention_leftovers();
     let dir = temp_dir()?;
     let _cleanup = RemoveOnDrop(dir.clone());
     let mut preload = lib.into_os_string();
@@ -582,6 +581,9 @@ pub fn run(o: &RunOptions) -> Result<u8> {
                 out.display()
             );
         }
+        // Last, and only after a run that went well: where a run fails,
+        // the one line that says why stays the only one.
+        crate::recover::mention_leftovers();
     }
     // Only now, as heapledger is about to exit: freeing the dumps, the profile
     // and the parsed debug information takes tens of milliseconds, which

@@ -222,9 +222,25 @@ fn an_interrupted_runs_data_is_found_and_recovered() {
     assert!(o.status.success());
     assert_eq!(named(&left, "").len(), 1, "the recorder left no dump");
 
+    // A failed run says only why it failed, and `-q` says nothing; a run
+    // that went well ends with the line.
+    let mut c = Command::new(heapledger());
+    c.args(["run", "-o"])
+        .arg(tmp.join("p.json"))
+        .args(["--", "no-such-program-heapledger"])
+        .env("TMPDIR", &tmpdir);
+    let o = run(c, DEFAULT_LIMIT);
+    assert_eq!(o.stderr_lines().len(), 1, "{}", o.stderr);
     let o = Cmd::new("true")
         .env("TMPDIR", &tmpdir)
         .run_heapledger(&tmp.join("p.json"), &[]);
+    assert_eq!((o.code, o.stderr.as_str()), (Some(0), ""));
+    let mut c = Command::new(heapledger());
+    c.args(["run", "-o"])
+        .arg(tmp.join("p.json"))
+        .args(["--", "true"])
+        .env("TMPDIR", &tmpdir);
+    let o = run(c, DEFAULT_LIMIT);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(
         o.stderr
