@@ -2,4 +2,5 @@
 //! summary. Pure functions over `heapledger-profile` data; no I/O of their own.
 
 pub mod calltree;
+pub mod over_time;
 pub mod summary;

@@ -182,6 +182,9 @@ pub struct Summary {
     /// counted them (the recorder's own memory included), where known.
     pub peak_rss: Option<u64>,
     pub peak_virtual: Option<u64>,
+    /// Requested and resident memory over the run, where the profile has a
+    /// timeline.
+    pub over_time: Option<crate::over_time::OverTime>,
     /// Everything still allocated at exit.
     pub alive: Blocks,
     /// The part allocated by the C/C++ runtime itself.
@@ -325,6 +328,7 @@ impl Summary {
             peak_seconds: ext.and_then(|e| ticks_to_seconds(e.peak_time, tps)),
             peak_rss: ext.map(|e| e.peak_rss).filter(|&b| b != 0),
             peak_virtual: ext.map(|e| e.peak_virtual).filter(|&b| b != 0),
+            over_time: crate::over_time::OverTime::of(profile),
             alive,
             alive_runtime,
             top_by_bytes,
@@ -895,6 +899,10 @@ impl fmt::Display for Summary {
             ],
         ]);
         table(f, "", &rows, 0)?;
+        if let Some(t) = &self.over_time {
+            writeln!(f)?;
+            write!(f, "{t}")?;
+        }
 
         Summary::write_sites(f, "Top allocation sites by bytes", &self.top_by_bytes)?;
         Summary::write_sites(f, "Top allocation sites by calls", &self.top_by_calls)?;
@@ -1022,6 +1030,11 @@ impl Summary {
                 "resident_bytes": self.peak_rss,
                 "virtual_bytes": self.peak_virtual,
             },
+            "over_time": self.over_time.as_ref().map(|t| json!({
+                "seconds": t.seconds,
+                "requested_bytes": t.requested,
+                "resident_bytes": t.resident,
+            })),
             "alive_at_exit": {
                 "count": self.alive.count,
                 "bytes": self.alive.bytes,

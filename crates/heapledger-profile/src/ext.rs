@@ -128,6 +128,12 @@ pub struct HeapledgerExt {
     /// ran. None (no key) for a profile written at the process's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointInfo>,
+    /// The lowest requested bytes alive in each bucket of
+    /// `timeline.memoryTimeline` (whose values hold the highest): with both,
+    /// a bucket shows how far memory moved in it. Empty where the profile
+    /// has no timeline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline_low_requested: Vec<u64>,
 }
 
 /// See [`HeapledgerExt::checkpoint`].
@@ -241,6 +247,7 @@ impl HeapledgerExt {
             unhooked: None,
             degraded: None,
             checkpoint: None,
+            timeline_low_requested: Vec::new(),
         }
     }
 }

@@ -66,6 +66,12 @@ pub struct Dump {
     /// Set in a checkpoint, written while the process ran
     /// ([`Tag::Checkpoint`]); None in a final dump.
     pub checkpoint: Option<Checkpoint>,
+    /// Memory over time ([`Tag::Timeline`]): the buckets' length (ns) and
+    /// the buckets, from the process's start.
+    pub timeline: Option<(u64, Vec<TimelinePoint>)>,
+    /// The scatter's counts ([`Tag::Scatter`]): allocations by (time key,
+    /// size cell), freed blocks by (size cell, lifetime cell).
+    pub scatter: [Vec<(u64, u64, u64)>; 2],
 }
 
 /// One executable mapping of a module the process had loaded at some point.
@@ -400,6 +406,41 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
             Tag::Memory => {
                 d.peak_rss = r.u()?;
                 d.peak_virtual = r.u()?;
+            }
+            Tag::Timeline => {
+                let step = r.u()?;
+                let n = r.u()?;
+                // Each bucket takes at least FIELDS bytes.
+                if n > ((r.buf.len() - r.pos) / TimelinePoint::FIELDS) as u64 {
+                    return Err(DecodeError::Truncated);
+                }
+                let mut points = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let mut v = [0u64; TimelinePoint::FIELDS];
+                    for x in v.iter_mut() {
+                        *x = r.u()?;
+                    }
+                    points.push(TimelinePoint::from_values(&v));
+                }
+                d.timeline = Some((step.max(1), points));
+            }
+            Tag::Scatter => {
+                let which = r.u()?;
+                let n = r.u()?;
+                if which > 1 {
+                    return Err(DecodeError::BadRecord {
+                        tag: Tag::Scatter as u8,
+                        offset: r.pos,
+                    });
+                }
+                if n > ((r.buf.len() - r.pos) / 3) as u64 {
+                    return Err(DecodeError::Truncated);
+                }
+                let cells = &mut d.scatter[which as usize];
+                cells.reserve(n as usize);
+                for _ in 0..n {
+                    cells.push((r.u()?, r.u()?, r.u()?));
+                }
             }
             Tag::Checkpoint => {
                 d.checkpoint = Some(Checkpoint {

@@ -22,7 +22,7 @@ pub use decode::*;
 pub const MAGIC: &[u8; 8] = b"HLEDGR\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 6;
+pub const VERSION: u64 = 7;
 
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "HEAPLEDGER_DIR";
@@ -231,6 +231,13 @@ pub enum Tag {
     /// taken (the header's clock). Right after the header; a final dump
     /// has none.
     Checkpoint = 18,
+    /// memory over time: the buckets' length in ns, their number, then
+    /// each bucket's [`TimelinePoint::FIELDS`] values in that order
+    Timeline = 19,
+    /// the scatter's counts: which (0: allocations by time key and size
+    /// cell; 1: freed blocks by size cell and lifetime cell), how many
+    /// cells, then each cell's two keys and count
+    Scatter = 20,
     /// end of dump
     End = 0xff,
 }
@@ -256,6 +263,8 @@ impl Tag {
             16 => Tag::Allocator,
             17 => Tag::Memory,
             18 => Tag::Checkpoint,
+            19 => Tag::Timeline,
+            20 => Tag::Scatter,
             0xff => Tag::End,
             _ => return None,
         })
@@ -409,6 +418,77 @@ pub struct Forked {
 pub struct Checkpoint {
     pub seq: u64,
     pub ticks: u64,
+}
+
+/// One bucket of the timeline ([`Tag::Timeline`]): the lowest and highest
+/// requested bytes alive in it, the stack whose allocation reached the
+/// highest (`NO_STACK`: none), and the readings at its end: resident and
+/// virtual memory, the recorder's own, blocks alive, the allocations and
+/// frees in it (counts, bytes), the machine's free memory, swap in use
+/// and page cache. A bucket the run never reached is not `touched`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimelinePoint {
+    pub touched: bool,
+    pub low: u64,
+    pub high: u64,
+    pub high_stack: u64,
+    pub rss: u64,
+    pub vsz: u64,
+    pub internal: u64,
+    pub blocks: u64,
+    pub allocs: u64,
+    pub alloc_bytes: u64,
+    pub frees: u64,
+    pub free_bytes: u64,
+    pub sys_free: u64,
+    pub sys_swap: u64,
+    pub sys_cached: u64,
+}
+
+impl TimelinePoint {
+    pub const NO_STACK: u64 = u32::MAX as u64;
+    /// The values of a bucket, in the dump's order.
+    pub const FIELDS: usize = 15;
+
+    pub fn to_values(&self) -> [u64; Self::FIELDS] {
+        [
+            self.touched as u64,
+            self.low,
+            self.high,
+            self.high_stack,
+            self.rss,
+            self.vsz,
+            self.internal,
+            self.blocks,
+            self.allocs,
+            self.alloc_bytes,
+            self.frees,
+            self.free_bytes,
+            self.sys_free,
+            self.sys_swap,
+            self.sys_cached,
+        ]
+    }
+
+    pub fn from_values(v: &[u64; Self::FIELDS]) -> TimelinePoint {
+        TimelinePoint {
+            touched: v[0] != 0,
+            low: v[1],
+            high: v[2],
+            high_stack: v[3],
+            rss: v[4],
+            vsz: v[5],
+            internal: v[6],
+            blocks: v[7],
+            allocs: v[8],
+            alloc_bytes: v[9],
+            frees: v[10],
+            free_bytes: v[11],
+            sys_free: v[12],
+            sys_swap: v[13],
+            sys_cached: v[14],
+        }
+    }
 }
 
 /// How a process ended ([`Tag::Exit`]).
@@ -595,6 +675,34 @@ impl<S: Sink> Encoder<S> {
         self.tag(Tag::Checkpoint);
         self.u(c.seq);
         self.u(c.ticks);
+    }
+
+    pub fn timeline(&mut self, step_ns: u64, points: &[TimelinePoint]) {
+        self.tag(Tag::Timeline);
+        self.u(step_ns);
+        self.u(points.len() as u64);
+        for p in points {
+            for v in p.to_values() {
+                self.u(v);
+            }
+        }
+    }
+
+    /// `n` cells, which `cells` yields.
+    pub fn scatter(
+        &mut self,
+        which: u64,
+        n: usize,
+        cells: impl Iterator<Item = ((u64, u64), u64)>,
+    ) {
+        self.tag(Tag::Scatter);
+        self.u(which);
+        self.u(n as u64);
+        for ((a, b), c) in cells {
+            self.u(a);
+            self.u(b);
+            self.u(c);
+        }
     }
 
     pub fn ending(&mut self, how: Ending) {

@@ -194,6 +194,16 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     }
     drop(index);
     let addr = |f: &u64| Addr::native(f.wrapping_sub(1));
+    // The leaf of each stack that set a bucket's maximum in the timeline.
+    let timeline_leaf: HashMap<u64, Addr> = d
+        .timeline
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.high_stack))
+        .filter_map(|id| {
+            let at = *id_map.get(&id)?;
+            Some((id, addr(merged[at].0.first()?)))
+        })
+        .collect();
 
     // Sites: interned strings, one instr entry per address still used: all
     // of them but the recorder's frames and the dropped wrapper frames that
@@ -398,6 +408,20 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     ext.peak_requested = d.globals.peak_requested;
     ext.peak_rss = d.peak_rss;
     ext.peak_virtual = d.peak_virtual;
+    p.scatter = scatter_of(&d.scatter);
+    if let Some((step_ns, points)) = &d.timeline {
+        let (timeline, low) = timeline_of(d, *step_ns, points, &timeline_leaf);
+        // The kernel's high-water marks, or the timeline's readings where
+        // they are higher (VmHWM is updated lazily).
+        ext.peak_rss = ext
+            .peak_rss
+            .max(timeline.memory_timeline.peak[mp::timeline::memory::PHYSICAL]);
+        ext.peak_virtual = ext
+            .peak_virtual
+            .max(timeline.memory_timeline.peak[mp::timeline::memory::VIRTUAL]);
+        p.timeline = timeline;
+        ext.timeline_low_requested = low;
+    }
     ext.peak_time = d.globals.peak_ticks;
     ext.pid = d.pid;
     ext.ppid = d.ppid;
@@ -501,6 +525,141 @@ fn shell_command(args: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// MALT's three series from the recorder's buckets (`Tag::Timeline`), and
+/// the lowest requested bytes of each bucket. A bucket the recorder's
+/// thread did not reach (a program that kept it from running) repeats the
+/// readings before it, with no allocation or free in it.
+fn timeline_of(
+    d: &Dump,
+    step_ns: u64,
+    points: &[heapledger_wire::TimelinePoint],
+    leaf: &HashMap<u64, Addr>,
+) -> (mp::Timeline, Vec<u64>) {
+    use mp::timeline::{bandwidth, memory, system};
+    let mut t = mp::Timeline::empty();
+    let per = ((step_ns as u128 * d.ticks_per_second.max(1) as u128) / 1_000_000_000).max(1) as u64;
+    for s in [
+        &mut t.memory_timeline,
+        &mut t.system_timeline,
+        &mut t.memory_bandwidth,
+    ] {
+        s.start = d.start_ticks;
+        s.per_points = per;
+    }
+    let mut low = Vec::with_capacity(points.len());
+    // Buckets before the first the recorder's thread reached (it starts
+    // a moment after the program) read as that first one, at its lowest.
+    let mut last = points
+        .iter()
+        .find(|p| p.touched)
+        .map(|p| heapledger_wire::TimelinePoint { high: p.low, ..*p })
+        .unwrap_or_default();
+    for p in points {
+        let (cur, moved) = if p.touched {
+            last = *p;
+            (*p, true)
+        } else {
+            (last, false)
+        };
+        let mut m = vec![0; memory::FIELDS.len()];
+        m[memory::REQUESTED] = cur.high;
+        m[memory::PHYSICAL] = cur.rss;
+        m[memory::VIRTUAL] = cur.vsz;
+        m[memory::INTERNAL] = cur.internal;
+        m[memory::SEGMENTS] = cur.blocks;
+        let site = if moved {
+            leaf.get(&cur.high_stack).copied().unwrap_or(Addr::NULL)
+        } else {
+            Addr::NULL
+        };
+        t.memory_timeline.values.push(m);
+        t.memory_timeline.callsite.push(site);
+        low.push(if moved { cur.low } else { cur.high });
+        let mut s = vec![0; system::FIELDS.len()];
+        s[system::FREE] = cur.sys_free;
+        s[system::SWAP] = cur.sys_swap;
+        s[system::CACHED] = cur.sys_cached;
+        t.system_timeline.values.push(s);
+        t.system_timeline.callsite.push(Addr::NULL);
+        let mut b = vec![0; bandwidth::FIELDS.len()];
+        if moved {
+            b[bandwidth::ALLOC_COUNT] = cur.allocs;
+            b[bandwidth::ALLOC_MEM] = cur.alloc_bytes;
+            b[bandwidth::FREE_COUNT] = cur.frees;
+            b[bandwidth::FREE_MEM] = cur.free_bytes;
+        }
+        t.memory_bandwidth.values.push(b);
+        t.memory_bandwidth.callsite.push(Addr::NULL);
+    }
+    for s in [
+        &mut t.memory_timeline,
+        &mut t.system_timeline,
+        &mut t.memory_bandwidth,
+    ] {
+        let mut peak = vec![0u64; s.fields.len()];
+        for v in &s.values {
+            for (p, x) in peak.iter_mut().zip(v) {
+                *p = (*p).max(*x);
+            }
+        }
+        s.peak = peak;
+    }
+    (t, low)
+}
+
+/// MALT's scatter from the recorder's cells (`Tag::Scatter`; see the
+/// preload's `thread/scatter.rs`): each point at the lower bound of its cell
+/// (a power of two for sizes and lifetimes; for time, the cell's start in
+/// ticks, after the cells of every fineness are merged into the coarsest
+/// one the run needed, at most 64 across the run).
+fn scatter_of(cells: &[Vec<(u64, u64, u64)>; 2]) -> mp::Scatter {
+    let low = |cell: u64| {
+        if cell == 0 {
+            0
+        } else {
+            1u64 << (cell - 1).min(63)
+        }
+    };
+    let top = |cell: u64| 1u64 << cell.min(63);
+    let mut s = mp::Scatter::empty();
+    // Allocations by time and size.
+    let shift = cells[0].iter().map(|c| c.0 >> 8).max().unwrap_or(0);
+    let mut by: std::collections::BTreeMap<(u64, u64), u64> = Default::default();
+    for &(key, size, n) in &cells[0] {
+        let (s_own, cell) = (key >> 8, key & 0xff);
+        let t = (cell << s_own.min(63)) >> shift.min(63);
+        *by.entry((t, size)).or_default() += n;
+    }
+    let chart = &mut s.size_over_time;
+    chart.infos.x_axis.max = 64u64 << shift.min(57);
+    chart.infos.y_axis.max = top(by.keys().map(|k| k.1).max().unwrap_or(0));
+    chart.points = by
+        .into_iter()
+        .map(|((t, size), v)| mp::ScatterPoint {
+            x: t << shift.min(63),
+            y: low(size),
+            v,
+        })
+        .collect();
+    // Freed blocks by size and lifetime.
+    let mut by: std::collections::BTreeMap<(u64, u64), u64> = Default::default();
+    for &(size, life, n) in &cells[1] {
+        *by.entry((size, life)).or_default() += n;
+    }
+    let chart = &mut s.lifetime_over_size;
+    chart.infos.x_axis.max = top(by.keys().map(|k| k.0).max().unwrap_or(0));
+    chart.infos.y_axis.max = top(by.keys().map(|k| k.1).max().unwrap_or(0));
+    chart.points = by
+        .into_iter()
+        .map(|((size, life), v)| mp::ScatterPoint {
+            x: low(size),
+            y: low(life),
+            v,
+        })
+        .collect();
+    s
 }
 
 #[cfg(test)]

@@ -184,6 +184,11 @@ impl Histogram {
         true
     }
 
+    /// Keys held.
+    pub fn keys_held(&self) -> usize {
+        self.len
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = ((u64, u64), u64)> + '_ {
         self.keys
             .iter()

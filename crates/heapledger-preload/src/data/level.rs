@@ -196,6 +196,15 @@ unsafe fn cas16(p: *mut u64, old: [u64; 2], new: [u64; 2]) -> Result<(), [u64; 2
     }
 }
 
+/// The level now, read without changing the word: for the recorder's own
+/// thread, which must not write it while the program's threads move it
+/// with plain stores (one thread, `sync::single_threaded`).
+pub fn peek() -> i64 {
+    // SAFETY: an aligned word; a read racing with a move sees the level
+    // before or after it.
+    unsafe { core::ptr::read_volatile(WORD.0.get().cast::<i64>()) }
+}
+
 /// The level and the peak now.
 pub fn read() -> (i64, u64) {
     let m = apply(0);

@@ -12,4 +12,5 @@ pub mod modules;
 pub mod sampler;
 pub mod stackmap;
 pub mod stacks;
+pub mod timeline;
 pub mod unwind;

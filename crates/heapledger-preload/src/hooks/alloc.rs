@@ -6,6 +6,7 @@ use super::enter::{entered, give_back_for, may_enter, no_memory, stack, unrecord
 use crate::base::clock::{ticks, Clock};
 use crate::base::{config, degrade, real};
 use crate::data::counters::{move_level, LIFETIME_ONE_IN};
+use crate::data::timeline;
 use crate::data::{live, sampler};
 use crate::thread::side;
 use crate::thread::state::ThreadState;
@@ -87,11 +88,15 @@ fn on_alloc(
     // The level first: its move says where this event stands against the
     // peak, which the stack's share of the peak needs.
     let m = move_level(bw as i64, t0);
+    st.scatter_alloc(size as u64, t0, cw);
     let Some(mut c) = st.stacks.get(id) else {
         // (`with_counters` made room: not reached.)
         move_level(-(bw as i64), 0);
         return NOT_RECORDED;
     };
+    timeline::rise(m.level, id);
+    st.moves[0] += cw;
+    st.moves[1] += bw;
     let head = c.allocs_below(lifetime_head);
     c.add_alloc(size as u64, cw, bw);
     if size == 0 {
@@ -230,6 +235,9 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
     let (cw, bw) = weights(e);
     // The block's bytes leave the process's level whatever follows.
     let m = move_level(-(bw as i64), now);
+    timeline::fall(m.level);
+    st.moves[2] += cw;
+    st.moves[3] += bw;
     let Some(mut c) = st.stacks.get(e.stack) else {
         // No memory for this thread's counters of the stack: recording
         // stops.
@@ -240,16 +248,20 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
     // A block without a time (`--stack none`, or not timed: see
     // `LIFETIME_HEAD`) has no lifetime, even when this free's own duration
     // is measured and `now` was read for it.
-    if now != 0 && e.time != 0 {
+    let life = (now != 0 && e.time != 0).then(|| {
         let lt = now.wrapping_sub(e.time).min(i64::MAX as u64);
         let lw = e.weight as u64;
         c.add_lifetime(lt, lw, lt.saturating_mul(lw));
-    }
+        (lt, lw)
+    });
     let ps = c.ps;
     if stackless() {
         ps.alive -= bw as i64;
     } else {
         ps.add_alive(e.stack, -(bw as i64), &m);
+    }
+    if let Some((lt, lw)) = life {
+        st.scatter_free(e.size, lt, lw);
     }
 }
 

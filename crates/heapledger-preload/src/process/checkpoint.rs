@@ -1,6 +1,8 @@
-//! Checkpoints: while the program runs, the dump it would leave at its end
-//! is written every `checkpoint=MS` (`HEAPLEDGER_OPTS`) beside the final
-//! dump `P`, as `P.ckpt` (see `dump::ckpt`), so that a process killed by
+//! The recorder's thread: it ends the timeline's buckets
+//! (`process::timeline`), and writes the checkpoints: while the program
+//! runs, the dump it would leave at its end is written every
+//! `checkpoint=MS` (`HEAPLEDGER_OPTS`; 0: never) beside the final dump
+//! `P`, as `P.ckpt` (see `dump::ckpt`), so that a process killed by
 //! SIGKILL (the OOM killer) still leaves its profile up to then.
 //!
 //! Who writes: a small thread of the recorder's, started when the library
@@ -46,9 +48,10 @@
 //! opens a file in another thread at that very moment (a few microseconds
 //! each checkpoint) may get the next number instead of the lowest.
 
+use crate::base::clock::now_ns;
 use crate::base::{config, phase};
 use crate::data::{counters, stacks};
-use crate::process::dump;
+use crate::process::{dump, timeline};
 use crate::thread::{state, tls};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicI32, Ordering};
@@ -60,11 +63,11 @@ static STARTED_FOR: AtomicI32 = AtomicI32::new(0);
 /// How long a checkpoint waits for the threads inside hooks.
 const HOLD_LIMIT_NS: u64 = 100_000_000;
 
-/// Starts this process's checkpoint thread, once, where checkpoints are
-/// asked for and the process records. Called outside any hook.
+/// Starts this process's recorder thread, once, where the process
+/// records. Called outside any hook.
 pub fn start() {
     let ms = config::get().checkpoint_ms;
-    if ms == 0 || phase::get() != phase::State::Recording || !phase::owns_memory() {
+    if phase::get() != phase::State::Recording || !phase::owns_memory() {
         return;
     }
     // SAFETY: no preconditions.
@@ -133,15 +136,29 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
     // SAFETY: a NUL-terminated name of at most 16 bytes.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"heapledger-ckpt".as_ptr()) };
     let ms = arg as u64;
+    let every_ns = ms.saturating_mul(1_000_000);
     let mut last = None;
+    let mut next_ckpt = now_ns().saturating_add(every_ns);
     loop {
-        let mut left = libc::timespec {
-            tv_sec: (ms / 1000) as libc::time_t,
-            tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+        let mut wake = timeline::next_end();
+        if ms != 0 {
+            wake = wake.min(next_ckpt);
+        }
+        let at = libc::timespec {
+            tv_sec: (wake / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wake % 1_000_000_000) as libc::c_long,
         };
         // (Signals are blocked: no EINTR but from a stop; sleep the rest.)
-        // SAFETY: both timespecs are valid.
-        while unsafe { libc::nanosleep(&left, &mut left) } != 0 {}
+        // SAFETY: a valid timespec; no remainder is asked for.
+        while unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &at,
+                core::ptr::null_mut(),
+            )
+        } != 0
+        {}
         // SAFETY: no preconditions.
         let ours = STARTED_FOR.load(Ordering::Relaxed) == unsafe { libc::getpid() };
         if phase::get() != phase::State::Recording || !ours {
@@ -152,9 +169,14 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
                 unsafe { libc::syscall(libc::SYS_exit, 0) };
             }
         }
+        timeline::tick();
+        if ms == 0 || now_ns() < next_ckpt {
+            continue;
+        }
         let now = activity();
         if last != Some(now) && dump::write_checkpoint(HOLD_LIMIT_NS) {
             last = Some(now);
         }
+        next_ckpt = now_ns().saturating_add(every_ns);
     }
 }

@@ -17,7 +17,7 @@
 use crate::base::clock;
 use crate::base::sync::RawSpin;
 use crate::base::{arena, config, phase};
-use crate::data::{counters, live, modules, stacks};
+use crate::data::{counters, live, modules, stacks, timeline};
 use crate::process::{checkpoint, dump, end};
 use crate::thread::{freeze, life, side, state};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -30,6 +30,8 @@ pub static FORKED_FROM: AtomicU32 = AtomicU32::new(0);
 fn locks() -> impl Iterator<Item = &'static RawSpin> {
     [
         dump::CKPT.raw(),
+        timeline::SERIES.raw(),
+        crate::process::timeline::READERS.raw(),
         state::REGISTRY.raw(),
         stacks::INSERT.raw(),
         modules::REBUILD_LOCK.raw(),
@@ -46,7 +48,7 @@ fn locks() -> impl Iterator<Item = &'static RawSpin> {
     ])
 }
 
-const LOCKS: usize = 7 + live::SHARD_TABLE.len() + 3;
+const LOCKS: usize = 9 + live::SHARD_TABLE.len() + 3;
 
 /// Locks `prepare` left to a frame below it on the forking thread, by their
 /// place in `locks()`.
@@ -113,6 +115,7 @@ fn start_afresh(parent: i32) {
     live::inherited::inherit();
     life::start_afresh();
     counters::forked();
+    crate::process::timeline::start();
     end::forked();
     FORKED_FROM.store(parent as u32, Ordering::Relaxed);
 }

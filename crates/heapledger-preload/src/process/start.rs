@@ -62,6 +62,7 @@ fn start() -> bool {
     START_TICKS.store(clock::ticks(), Ordering::Relaxed);
     START_NS.store(clock::now_ns(), Ordering::Relaxed);
     if on {
+        crate::process::timeline::start();
         arena::keep_reserve();
         real::note_allocator();
         unhooked::find_unhooked();

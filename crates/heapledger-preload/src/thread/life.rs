@@ -60,6 +60,8 @@ fn retire(st: *mut ThreadState) {
     }
     r.sizes.absorb(&s.sizes);
     r.jumps.absorb(&s.jumps);
+    r.size_time.absorb(&s.size_time);
+    r.life_size.absorb(&s.life_size);
     r.unknown_frees += s.unknown_frees;
     r.truncated += s.truncated;
     s.unknown_frees = 0;
@@ -67,6 +69,8 @@ fn retire(st: *mut ThreadState) {
     s.stacks = StackMap::new();
     s.sizes = SizeHistogram::new();
     s.jumps = Histogram::new();
+    s.size_time = Histogram::new();
+    s.life_size = Histogram::new();
     s.unwind = None;
     s.dead = true;
     reg.alive -= 1;
@@ -135,8 +139,12 @@ fn fold(reg: &mut Registry, s: &mut ThreadState) -> *mut ThreadState {
         sum.2 += one.2;
     }
     f.mem_ops += s.mem_ops;
+    for (a, b) in f.moves.iter_mut().zip(s.moves) {
+        *a += b;
+    }
     f.merged += 1;
     s.stats = [(0, 0, 0); AllocFn::COUNT];
+    s.moves = [0; 4];
     s.mem_ops = 0;
     s.number = SPARE;
     s

@@ -36,10 +36,20 @@ pub struct ThreadState {
     pub sampler: Option<sampler::Sampler>,
     /// Per function (`AllocFn` order): calls, bytes requested, estimated ticks.
     pub stats: [(u64, u64, u64); AllocFn::COUNT],
+    /// Recorded allocations and their bytes, frees and theirs (the
+    /// timeline's rates; sampled ones weighed as in the level).
+    pub moves: [u64; 4],
     pub number: u64,
     pub stacks: StackMap,
     pub sizes: SizeHistogram,
     pub jumps: Histogram,
+    /// The scatter's counts (`scatter.rs`): allocations by (time key,
+    /// size cell), freed blocks by (size cell, lifetime cell).
+    pub size_time: Histogram,
+    pub life_size: Histogram,
+    /// Events left to count one by one, and before the next pick.
+    pub(super) scatter_head: u32,
+    pub(super) scatter_gap: u32,
     pub unwind: Option<Unwind>,
     pub unknown_frees: u64,
     pub truncated: u64,
@@ -92,6 +102,11 @@ impl ThreadState {
         }
         self.lifetime_gap = self.next_lifetime_gap();
         true
+    }
+
+    /// A gap of the scatter's picks (`scatter.rs`), drawn as the lifetimes'.
+    pub(super) fn next_gap16(&mut self) -> u32 {
+        self.next_lifetime_gap()
     }
 
     /// How many blocks fail their one-in-16 draw before one succeeds: each
@@ -179,10 +194,14 @@ impl ThreadState {
     /// timing's countdowns): a forked child counts from the fork.
     pub(super) fn forget_counts(&mut self) {
         self.stats = [(0, 0, 0); AllocFn::COUNT];
+        self.moves = [0; 4];
         self.mem_ops = 0;
         self.stacks = StackMap::new();
         self.sizes = SizeHistogram::new();
         self.jumps = Histogram::new();
+        self.size_time = Histogram::new();
+        self.life_size = Histogram::new();
+        self.scatter_head = super::scatter::HEAD;
         self.unknown_frees = 0;
         self.truncated = 0;
     }
@@ -218,11 +237,16 @@ impl ThreadState {
             busy: AtomicBool::new(false),
             frozen: AtomicBool::new(false),
             stats: [(0, 0, 0); AllocFn::COUNT],
+            moves: [0; 4],
             mem_ops: 0,
             calls: 0,
             stacks: StackMap::new(),
             sizes: SizeHistogram::new(),
             jumps: Histogram::new(),
+            size_time: Histogram::new(),
+            life_size: Histogram::new(),
+            scatter_head: super::scatter::HEAD,
+            scatter_gap: 0,
             unwind,
             sampler: (cfg.sample_every > 0).then(|| {
                 sampler::Sampler::new(cfg.sample_every, clock::ticks() ^ (number << 32) ^ 0x5eed)
@@ -384,6 +408,33 @@ pub fn activity() -> u64 {
         sum = sum.wrapping_add(s.mem_ops);
     }
     sum
+}
+
+/// The threads' recorded allocations and bytes, frees and bytes, summed
+/// (the timeline's rates), read without holding the threads; None where
+/// the registry is busy.
+pub fn moves() -> Option<[u64; 4]> {
+    let reg = REGISTRY.try_lock_for(1000)?;
+    let mut sum = [0u64; 4];
+    let mut add = |s: &ThreadState| {
+        for (a, b) in sum.iter_mut().zip(s.moves) {
+            *a = a.wrapping_add(b);
+        }
+    };
+    let mut p = reg.head;
+    while !p.is_null() {
+        // SAFETY: registered states are never freed.
+        let s = unsafe { &*p };
+        add(s);
+        p = s.next;
+    }
+    for s in [reg.retired.as_deref(), reg.folded.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        add(s);
+    }
+    Some(sum)
 }
 
 pub fn new_orphan() -> Box<ThreadState> {

@@ -1,6 +1,7 @@
 /* Threads allocating and freeing while checkpoints are written: each of
  * THREADS threads makes ROUNDS malloc/free pairs of 3001 + its number
- * bytes, pausing now and then. Then the main thread waits past a
+ * bytes, pausing 1 ms every 512 pairs (about 40 ms in all, so that
+ * checkpoints every 5 ms fall in the middle of the work). Then the main thread waits past a
  * checkpoint and exits, or (argument "kill") kills itself with SIGKILL:
  * tests/checkpoint.rs. */
 #include <pthread.h>
@@ -20,7 +21,7 @@ static void *work(void *arg) {
         *(volatile char *)p = 1;
         free(p);
         if (i % 512 == 0) {
-            struct timespec ts = {0, 100 * 1000};
+            struct timespec ts = {0, 1000 * 1000};
             nanosleep(&ts, 0);
         }
     }

@@ -46,6 +46,19 @@ fn create_high(path: &[u8]) -> Result<i32, i32> {
         // SAFETY: errno's location is valid.
         return Err(unsafe { *libc::__errno_location() });
     }
+    Ok(move_high(fd))
+}
+
+/// Opens `path` for reading, its descriptor moved high (the timeline's
+/// files of /proc: `process::timeline`).
+pub fn open_high_read(path: &core::ffi::CStr) -> Option<i32> {
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    (fd >= 0).then(|| move_high(fd))
+}
+
+/// `fd`, or a duplicate of it above the program's numbers (`fd` closed).
+fn move_high(fd: i32) -> i32 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -63,10 +76,10 @@ fn create_high(path: &[u8]) -> Result<i32, i32> {
         if high >= 0 {
             // SAFETY: fd is ours, now duplicated.
             unsafe { libc::close(fd) };
-            return Ok(high);
+            return high;
         }
     }
-    Ok(fd)
+    fd
 }
 
 /// Takes and writes a checkpoint (numbered after the last one), unless the

@@ -12,7 +12,7 @@ use crate::thread::{freeze, state};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-use heapledger_wire::{Checkpoint, Encoder, Globals, Tag, VERSION};
+use heapledger_wire::{Checkpoint, Encoder, Globals, Tag, TimelinePoint, VERSION};
 
 fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
     let mut out = Vec::new();
@@ -66,6 +66,8 @@ fn exe() -> Vec<u8> {
 }
 
 pub(super) fn encode(e: &mut Encoder<FileSink>) {
+    // The last bucket of the timeline ends here.
+    crate::process::timeline::tick();
     let start_ticks = preamble(e, clock::ticks(), None);
     // Every thread's counters: the largest table is read in place, the
     // others merged beside it (a copy of them all would double the
@@ -245,6 +247,8 @@ fn rest(
         folded,
         sizes,
         jumps,
+        size_time,
+        life_size,
         unknown_frees,
         truncated,
         ..
@@ -266,6 +270,9 @@ fn rest(
         e.u(size);
         e.u(c);
     }
+    for (which, h) in [&size_time, &life_size].into_iter().enumerate() {
+        e.scatter(which as u64, h.keys_held(), h.iter());
+    }
     for ((old, new), c) in jumps.iter() {
         e.tag(Tag::ReallocJump);
         e.u(old);
@@ -281,6 +288,7 @@ fn rest(
         }
     }
     super::about::encode(e);
+    timeline(e);
     e.globals(&Globals {
         peak_requested: t.epoch,
         peak_ticks: t.peak_ticks.saturating_sub(start_ticks),
@@ -299,6 +307,38 @@ fn rest(
     e.tag(Tag::End);
 }
 
+/// The timeline's buckets so far (`data::timeline`).
+fn timeline(e: &mut Encoder<FileSink>) {
+    let Some(s) = crate::data::timeline::SERIES.try_lock_for(1000) else {
+        return;
+    };
+    let mut points: Vec<TimelinePoint> = Vec::new();
+    let used = s.used();
+    if points.try_reserve_exact(used.len()).is_err() {
+        return;
+    }
+    points.extend(used.iter().map(|p| TimelinePoint {
+        touched: p.touched,
+        low: p.low.max(0) as u64,
+        high: p.high.max(0) as u64,
+        high_stack: p.high_stack as u64,
+        rss: p.rss,
+        vsz: p.vsz,
+        internal: p.internal,
+        blocks: p.blocks,
+        allocs: p.allocs,
+        alloc_bytes: p.alloc_bytes,
+        frees: p.frees,
+        free_bytes: p.free_bytes,
+        sys_free: p.sys_free,
+        sys_swap: p.sys_swap,
+        sys_cached: p.sys_cached,
+    }));
+    let step = s.step_ns;
+    drop(s);
+    e.timeline(step, &points);
+}
+
 /// (thread number, memory operations, per-function (count, sum, ticks))
 type ThreadRow = (u64, u64, [(u64, u64, u64); 9]);
 
@@ -309,6 +349,8 @@ pub(super) struct Gathered {
     pub(super) merged: StackMap,
     pub(super) sizes: SizeHistogram,
     pub(super) jumps: Histogram,
+    pub(super) size_time: Histogram,
+    pub(super) life_size: Histogram,
     pub(super) unknown_frees: u64,
     pub(super) truncated: u64,
     pub(super) threads: Vec<ThreadRow>,
@@ -323,6 +365,8 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
         merged: StackMap::new(),
         sizes: SizeHistogram::new(),
         jumps: Histogram::new(),
+        size_time: Histogram::new(),
+        life_size: Histogram::new(),
         unknown_frees: 0,
         truncated: 0,
         threads: Vec::new(),
@@ -337,6 +381,8 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
         }
         g.sizes.absorb(&s.sizes);
         g.jumps.absorb(&s.jumps);
+        g.size_time.absorb(&s.size_time);
+        g.life_size.absorb(&s.life_size);
         g.unknown_frees += s.unknown_frees;
         g.truncated += s.truncated;
         if s.number < state::SPARE {
