@@ -96,6 +96,9 @@ pub struct SiteTotal {
     /// Bytes of its blocks alive at exit (where `SiteSums::add_leak` was
     /// given them).
     pub leaked: u64,
+    /// Lifetimes of its freed blocks, in clock ticks (count, min, max,
+    /// sum; see `globals.ticksPerSecond`).
+    pub lifetime: heapledger_profile::MinMaxSum,
 }
 
 /// Blocks alive at exit that share a stack.
@@ -185,6 +188,14 @@ pub struct Summary {
     /// Requested and resident memory over the run, where the profile has a
     /// timeline.
     pub over_time: Option<crate::over_time::OverTime>,
+    /// The deepest stack of any thread at an allocation: bytes, the row of
+    /// `threads` (from 0), and the allocation's site.
+    pub deepest_stack: Option<(u64, usize, Option<Site>)>,
+    /// Allocations by size, in ranges of powers of four (from 0..16 B):
+    /// (the range's lowest size, count); ranges with none left out.
+    pub size_ranges: Vec<(u64, u64)>,
+    /// The clock's rate, for the lifetimes (0: unknown).
+    pub ticks_per_second: u64,
     /// Everything still allocated at exit.
     pub alive: Blocks,
     /// The part allocated by the C/C++ runtime itself.
@@ -329,6 +340,18 @@ impl Summary {
             peak_rss: ext.map(|e| e.peak_rss).filter(|&b| b != 0),
             peak_virtual: ext.map(|e| e.peak_virtual).filter(|&b| b != 0),
             over_time: crate::over_time::OverTime::of(profile),
+            size_ranges: size_ranges(profile),
+            ticks_per_second: tps,
+            deepest_stack: profile
+                .threads
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.stack_mem.size > 0)
+                .max_by_key(|(i, t)| (t.stack_mem.size, std::cmp::Reverse(*i)))
+                .map(|(i, t)| {
+                    let site = site_of_stack(profile, &t.stack_mem.stack).map(|s| s.0);
+                    (t.stack_mem.size, i, site)
+                }),
             alive,
             alive_runtime,
             top_by_bytes,
@@ -432,6 +455,51 @@ fn is_alloc_plumbing(function: &str, file: &str) -> bool {
     PREFIXES.iter().any(|p| function.starts_with(p)) || file.starts_with("/rustc/")
 }
 
+/// The lowest size of each range of `Summary::size_ranges`: 0, 16, 64,
+/// 256 B, 1, 4, 16, 64, 256 KiB, 1, 4, 16, 64 MiB, and up.
+const SIZE_RANGES: [u64; 13] = [
+    0,
+    16,
+    64,
+    256,
+    1 << 10,
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+    16 << 20,
+    64 << 20,
+];
+
+fn size_ranges(profile: &Profile) -> Vec<(u64, u64)> {
+    let mut counts = [0u64; SIZE_RANGES.len()];
+    for (&size, &n) in &profile.mem_stats.size_map {
+        let i = SIZE_RANGES.partition_point(|&lo| lo <= size) - 1;
+        counts[i] = counts[i].saturating_add(n);
+    }
+    SIZE_RANGES
+        .iter()
+        .zip(counts)
+        .filter(|(_, n)| *n > 0)
+        .map(|(&lo, n)| (lo, n))
+        .collect()
+}
+
+/// A duration in seconds, in the unit that suits it.
+pub fn format_duration(s: f64) -> String {
+    if s < 1e-6 {
+        format!("{:.0} ns", s * 1e9)
+    } else if s < 1e-3 {
+        format!("{:.0} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.0} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
 /// The allocation site of a stack: its leaf frame, inline frames included,
 /// past any allocation plumbing (see [`is_alloc_plumbing`]). With it,
 /// whether the leaf address alone decided it (the same leaf then always
@@ -524,6 +592,7 @@ impl SiteSums {
         t.calls = t.calls.saturating_add(infos.alloc.count);
         t.bytes = t.bytes.saturating_add(infos.alloc.sum);
         t.at_peak = t.at_peak.saturating_add(infos.global_peak.max(0) as u64);
+        t.lifetime.merge(&infos.lifetime);
     }
 
     /// Adds the bytes a stack of `profile` left alive at exit.
@@ -553,6 +622,7 @@ impl SiteSums {
                         bytes: 0,
                         at_peak: 0,
                         leaked: 0,
+                        lifetime: Default::default(),
                     });
                     totals.len() - 1
                 });
@@ -677,25 +747,84 @@ fn table(
 }
 
 impl Summary {
-    fn write_sites(f: &mut fmt::Formatter<'_>, title: &str, sites: &[SiteTotal]) -> fmt::Result {
+    /// The allocations by size range, with a bar each.
+    fn write_size_ranges(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.size_ranges.is_empty() {
+            return Ok(());
+        }
+        let short = |b: u64| match b {
+            0 => "0".to_owned(),
+            b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+            b if b >= 1 << 10 => format!("{} KiB", b >> 10),
+            b => format!("{b} B"),
+        };
+        let total: u64 = self.size_ranges.iter().map(|r| r.1).sum::<u64>().max(1);
+        let most = self
+            .size_ranges
+            .iter()
+            .map(|r| r.1)
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        writeln!(f)?;
+        writeln!(
+            f,
+            "Allocation sizes (each range up to, not including, its end)"
+        )?;
+        let rows: Vec<Vec<String>> = self
+            .size_ranges
+            .iter()
+            .map(|&(lo, n)| {
+                let i = SIZE_RANGES.iter().position(|&x| x == lo).unwrap_or(0);
+                let range = match SIZE_RANGES.get(i + 1) {
+                    Some(&hi) => format!("{} – {}", short(lo), short(hi)),
+                    None => format!("{} and more", short(lo)),
+                };
+                let bar = "█".repeat(((n as u128 * 30).div_ceil(most as u128)) as usize);
+                vec![
+                    range,
+                    n.to_string(),
+                    format!("{:.1}%", n as f64 * 100.0 / total as f64),
+                    bar,
+                ]
+            })
+            .collect();
+        table(f, "  ", &rows, 3)
+    }
+
+    fn write_sites(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        title: &str,
+        sites: &[SiteTotal],
+    ) -> fmt::Result {
         if sites.is_empty() {
             return Ok(());
         }
         writeln!(f)?;
         writeln!(f, "{title}")?;
-        let mut rows = vec![vec![
-            "bytes".to_owned(),
-            "calls".to_owned(),
-            "site".to_owned(),
-        ]];
+        let tps = self.ticks_per_second;
+        let timed = tps > 0 && sites.iter().any(|s| s.lifetime.count > 0);
+        let mut head = vec!["bytes".to_owned(), "calls".to_owned()];
+        if timed {
+            head.push("lifetime: mean (min..max)".to_owned());
+        }
+        head.push("site".to_owned());
+        let mut rows = vec![head];
         rows.extend(sites.iter().map(|s| {
-            vec![
-                format_bytes(s.bytes),
-                s.calls.to_string(),
-                s.site.to_string(),
-            ]
+            let mut row = vec![format_bytes(s.bytes), s.calls.to_string()];
+            if timed {
+                let l = &s.lifetime;
+                let secs = |t: u64| format_duration(t as f64 / tps as f64);
+                row.push(match l.sum.checked_div(l.count) {
+                    None => "-".to_owned(),
+                    Some(mean) => format!("{} ({}..{})", secs(mean), secs(l.min), secs(l.max)),
+                });
+            }
+            row.push(s.site.to_string());
+            row
         }));
-        table(f, "  ", &rows, 2)
+        table(f, "  ", &rows, if timed { 3 } else { 2 })
     }
 }
 
@@ -890,6 +1019,15 @@ impl fmt::Display for Summary {
         if let Some(v) = self.peak_virtual {
             rows.push(vec!["Peak virtual memory".to_owned(), format_bytes(v)]);
         }
+        if let Some((bytes, thread, site)) = &self.deepest_stack {
+            let at = site
+                .as_ref()
+                .map_or(String::new(), |s| format!(", allocating in {s}"));
+            rows.push(vec![
+                "Deepest stack".to_owned(),
+                format!("{} (thread {}{at})", format_bytes(*bytes), thread + 1),
+            ]);
+        }
         rows.extend([
             vec!["Alive at exit".to_owned(), blocks(self.alive)],
             vec!["  by the program".to_owned(), blocks(program)],
@@ -903,9 +1041,10 @@ impl fmt::Display for Summary {
             writeln!(f)?;
             write!(f, "{t}")?;
         }
+        self.write_size_ranges(f)?;
 
-        Summary::write_sites(f, "Top allocation sites by bytes", &self.top_by_bytes)?;
-        Summary::write_sites(f, "Top allocation sites by calls", &self.top_by_calls)?;
+        self.write_sites(f, "Top allocation sites by bytes", &self.top_by_bytes)?;
+        self.write_sites(f, "Top allocation sites by calls", &self.top_by_calls)?;
         if !self.top_at_peak.is_empty() {
             writeln!(f)?;
             writeln!(
@@ -971,6 +1110,17 @@ impl Summary {
                     o["calls"] = json!(t.calls);
                     o["bytes"] = json!(t.bytes);
                     o["bytes_at_peak"] = json!(t.at_peak);
+                    o["lifetime"] = if t.lifetime.count > 0 && self.ticks_per_second > 0 {
+                        let secs = |v: u64| v as f64 / self.ticks_per_second as f64;
+                        json!({
+                            "freed": t.lifetime.count,
+                            "mean_seconds": secs(t.lifetime.sum / t.lifetime.count),
+                            "min_seconds": secs(t.lifetime.min),
+                            "max_seconds": secs(t.lifetime.max),
+                        })
+                    } else {
+                        Value::Null
+                    };
                     o
                 })
                 .collect()
@@ -1030,6 +1180,15 @@ impl Summary {
                 "resident_bytes": self.peak_rss,
                 "virtual_bytes": self.peak_virtual,
             },
+            "allocation_sizes": self.size_ranges.iter().map(|&(lo, n)| {
+                let i = SIZE_RANGES.iter().position(|&x| x == lo).unwrap_or(0);
+                json!({"from_bytes": lo, "below_bytes": SIZE_RANGES.get(i + 1), "count": n})
+            }).collect::<Vec<_>>(),
+            "deepest_stack": self.deepest_stack.as_ref().map(|(bytes, thread, s)| json!({
+                "bytes": bytes,
+                "thread": thread + 1,
+                "site": s.as_ref().map(site),
+            })),
             "over_time": self.over_time.as_ref().map(|t| json!({
                 "seconds": t.seconds,
                 "requested_bytes": t.requested,

@@ -126,17 +126,25 @@ Memory over time (0 to 4.6 ms, 77 µs per column; each column its highest value)
   requested  ████████████████████████████████████████████████████████████  72.7 KiB (74416 B) at most
   resident   ████████████████████████████████████████████████████████████  5.7 MiB (5939200 B) at most
 
+Allocation sizes (each range up to, not including, its end)
+       16 B – 64 B   11   9.4%  ████
+      64 B – 256 B  102  87.2%  ██████████████████████████████
+     256 B – 1 KiB    1   0.9%  █
+     1 KiB – 4 KiB    1   0.9%  █
+    4 KiB – 16 KiB    1   0.9%  █
+  64 KiB – 256 KiB    1   0.9%  █
+
 Top allocation sites by bytes
-               bytes  calls  site
-  71.0 KiB (72704 B)      1  std::__throw_ios_failure(char const*, int)  ??  (libstdc++.so.6.0.30)
-    6.8 KiB (6976 B)    112  make  /home/user/demo/sample.c:4  (sample)
-    4.0 KiB (4112 B)      2  grow  /home/user/demo/sample.c:5  (sample)
+               bytes  calls  lifetime: mean (min..max)  site
+  71.0 KiB (72704 B)      1                          -  std::__throw_ios_failure(char const*, int)  ??  (libstdc++.so.6.0.30)
+    6.8 KiB (6976 B)    112       23 µs (1 µs..164 µs)  make  /home/user/demo/sample.c:4  (sample)
+    4.0 KiB (4112 B)      2        14 µs (3 µs..24 µs)  grow  /home/user/demo/sample.c:5  (sample)
 
 Top allocation sites by calls
-               bytes  calls  site
-    6.8 KiB (6976 B)    112  make  /home/user/demo/sample.c:4  (sample)
-    4.0 KiB (4112 B)      2  grow  /home/user/demo/sample.c:5  (sample)
-  71.0 KiB (72704 B)      1  std::__throw_ios_failure(char const*, int)  ??  (libstdc++.so.6.0.30)
+               bytes  calls  lifetime: mean (min..max)  site
+    6.8 KiB (6976 B)    112       23 µs (1 µs..164 µs)  make  /home/user/demo/sample.c:4  (sample)
+    4.0 KiB (4112 B)      2        14 µs (3 µs..24 µs)  grow  /home/user/demo/sample.c:5  (sample)
+  71.0 KiB (72704 B)      1                          -  std::__throw_ios_failure(char const*, int)  ??  (libstdc++.so.6.0.30)
 
 Top sites at the peak (memory they held when the whole process peaked)
        alive at peak  site

@@ -49,4 +49,11 @@ pub struct GlobalVariable {
     pub used_size: u64,
     /// The binary it lives in.
     pub binary_file: String,
+    /// The file that declares it, where the binary's DWARF says (MALT
+    /// reads this key and `line` when they are there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_file: Option<String>,
+    /// The line that declares it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }

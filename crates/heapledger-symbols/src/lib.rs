@@ -33,7 +33,10 @@
 //!
 //! [blazesym]: https://docs.rs/blazesym
 
-#![forbid(unsafe_code)]
+// One mapping of a file is the only unsafe code (`globals.rs`).
+#![deny(unsafe_code)]
+
+pub mod globals;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

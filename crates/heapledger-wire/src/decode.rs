@@ -72,6 +72,9 @@ pub struct Dump {
     /// The scatter's counts ([`Tag::Scatter`]): allocations by (time key,
     /// size cell), freed blocks by (size cell, lifetime cell).
     pub scatter: [Vec<(u64, u64, u64)>; 2],
+    /// Each thread's deepest stack at an allocation ([`Tag::StackUse`]):
+    /// thread number (u64::MAX: the ended threads' row), bytes, stack id.
+    pub stack_use: Vec<(u64, u64, u64)>,
 }
 
 /// One executable mapping of a module the process had loaded at some point.
@@ -424,6 +427,7 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 }
                 d.timeline = Some((step.max(1), points));
             }
+            Tag::StackUse => d.stack_use.push((r.u()?, r.u()?, r.u()?)),
             Tag::Scatter => {
                 let which = r.u()?;
                 let n = r.u()?;

@@ -238,6 +238,10 @@ pub enum Tag {
     /// cell; 1: freed blocks by size cell and lifetime cell), how many
     /// cells, then each cell's two keys and count
     Scatter = 20,
+    /// a thread's deepest stack at an allocation: its number (u64::MAX:
+    /// the row of ended threads merged), the bytes of its stack in use
+    /// above the hook's frame, and the stack id of that allocation
+    StackUse = 21,
     /// end of dump
     End = 0xff,
 }
@@ -265,6 +269,7 @@ impl Tag {
             18 => Tag::Checkpoint,
             19 => Tag::Timeline,
             20 => Tag::Scatter,
+            21 => Tag::StackUse,
             0xff => Tag::End,
             _ => return None,
         })

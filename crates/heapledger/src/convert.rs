@@ -356,6 +356,24 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             merged_threads: t.merged,
             ..Default::default()
         };
+        // Its deepest stack at an allocation: the bytes, and the frames of
+        // that allocation. The frames' own sizes are not measured: MALT's
+        // `mem` (the stack in use at each frame) holds the whole for each,
+        // so that its per-function split reads 0 rather than a guess.
+        let number = if t.merged > 0 { u64::MAX } else { t.number };
+        if let Some(&(_, bytes, id)) = d.stack_use.iter().find(|s| s.0 == number) {
+            let frames: Vec<Addr> = id_map
+                .get(&id)
+                .map(|&at| merged[at].0.iter().map(addr).collect())
+                .unwrap_or_default();
+            ts.stack_mem = mp::StackMem {
+                size: bytes,
+                mem: vec![bytes; frames.len().max(1)],
+                stack: frames,
+                total: bytes,
+                timeprofiler: Default::default(),
+            };
+        }
         for f in AllocFn::ALL {
             let (count, sum, time) = t.stats[f as usize];
             if let Some(cs) = ts.stats.get_mut(f.name()) {
@@ -365,6 +383,34 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             }
         }
         p.threads.push(ts);
+    }
+
+    // Global and TLS variables of each object the process had loaded.
+    let mut paths: Vec<&str> = d.modules.iter().map(|m| m.path.as_str()).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    for path in paths {
+        if path.is_empty() || path.starts_with('[') {
+            continue;
+        }
+        let vars = heapledger_symbols::globals::globals_of(std::path::Path::new(path));
+        p.mem_stats.global_variables.insert(
+            path.to_owned(),
+            vars.iter()
+                .map(|v| mp::GlobalVariable {
+                    symbol: v.symbol.clone(),
+                    name: v.name.clone(),
+                    size: v.size,
+                    offset: v.offset,
+                    sec_offset: v.section_offset,
+                    tls: v.tls,
+                    used_size: v.size,
+                    binary_file: path.to_owned(),
+                    source_file: v.file.clone(),
+                    line: v.line,
+                })
+                .collect(),
+        );
     }
 
     let mut sizes = d.sizes.clone();

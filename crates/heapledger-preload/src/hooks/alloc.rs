@@ -89,6 +89,7 @@ fn on_alloc(
     // peak, which the stack's share of the peak needs.
     let m = move_level(bw as i64, t0);
     st.scatter_alloc(size as u64, t0, cw);
+    st.note_stack_use(fp, id);
     let Some(mut c) = st.stacks.get(id) else {
         // (`with_counters` made room: not reached.)
         move_level(-(bw as i64), 0);

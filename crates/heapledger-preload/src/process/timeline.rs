@@ -129,7 +129,10 @@ fn readings(now: u64) -> timeline::Readings {
         r.moves = m;
         r.blocks = m[0].saturating_sub(m[2]);
     }
-    let Some(mut g) = READERS.try_lock_for(1000) else {
+    // Held for microseconds by the other of the recorder's thread and the
+    // dump; None only where a frame of this thread holds it (a signal
+    // handler's dump).
+    let Some(mut g) = READERS.lock_unless_held_here() else {
         return r;
     };
     // SAFETY: no preconditions.
@@ -174,11 +177,12 @@ pub fn tick() {
     ) {
         return;
     }
-    let now = now_ns();
-    let r = readings(now);
-    let level = level::peek();
-    if let Some(mut s) = timeline::SERIES.try_lock_for(1000) {
-        s.end_bucket(now, level, &r);
+    let r = readings(now_ns());
+    if let Some(mut s) = timeline::SERIES.lock_unless_held_here() {
+        // The time is read under the lock: the recorder's thread and the
+        // dump end buckets in the order of their times.
+        let now = now_ns();
+        s.end_bucket(now, level::peek(), &r);
     }
 }
 

@@ -142,6 +142,10 @@ fn fold(reg: &mut Registry, s: &mut ThreadState) -> *mut ThreadState {
     for (a, b) in f.moves.iter_mut().zip(s.moves) {
         *a += b;
     }
+    if s.stack_peak > f.stack_peak {
+        f.stack_peak = s.stack_peak;
+        f.stack_peak_id = s.stack_peak_id;
+    }
     f.merged += 1;
     s.stats = [(0, 0, 0); AllocFn::COUNT];
     s.moves = [0; 4];

@@ -50,6 +50,13 @@ pub struct ThreadState {
     /// Events left to count one by one, and before the next pick.
     pub(super) scatter_head: u32,
     pub(super) scatter_gap: u32,
+    /// The thread's stack (0, 0 for the states of no thread), the most of
+    /// it in use at an allocation (bytes above the hook's frame), and the
+    /// stack of that allocation.
+    stack_lo: u64,
+    stack_top: u64,
+    pub stack_peak: u64,
+    pub stack_peak_id: u32,
     pub unwind: Option<Unwind>,
     pub unknown_frees: u64,
     pub truncated: u64,
@@ -102,6 +109,18 @@ impl ThreadState {
         }
         self.lifetime_gap = self.next_lifetime_gap();
         true
+    }
+
+    /// An allocation of stack `id` whose hook's frame is at `fp`: the
+    /// thread's stack in use, if the most so far (a frame on another stack,
+    /// a signal handler's, is left out).
+    #[inline(always)]
+    pub fn note_stack_use(&mut self, fp: u64, id: u32) {
+        let used = self.stack_top.wrapping_sub(fp);
+        if used > self.stack_peak && used <= self.stack_top - self.stack_lo {
+            self.stack_peak = used;
+            self.stack_peak_id = id;
+        }
     }
 
     /// A gap of the scatter's picks (`scatter.rs`), drawn as the lifetimes'.
@@ -202,6 +221,8 @@ impl ThreadState {
         self.size_time = Histogram::new();
         self.life_size = Histogram::new();
         self.scatter_head = super::scatter::HEAD;
+        self.stack_peak = 0;
+        self.stack_peak_id = u32::MAX;
         self.unknown_frees = 0;
         self.truncated = 0;
     }
@@ -222,9 +243,9 @@ pub(super) fn add_lean(stats: &mut [(u64, u64, u64); AllocFn::COUNT], ops: &mut 
 impl ThreadState {
     pub(super) fn new(number: u64, with_unwind: bool) -> Self {
         let cfg = config::get();
+        let (lo, hi) = if with_unwind { stack_bounds() } else { (0, 0) };
         let unwind =
             (with_unwind && cfg.stack_mode != heapledger_wire::StackMode::None).then(|| {
-                let (lo, hi) = stack_bounds();
                 Unwind::new(
                     cfg.max_depth as usize,
                     cfg.stack_mode == heapledger_wire::StackMode::Dwarf,
@@ -247,6 +268,10 @@ impl ThreadState {
             life_size: Histogram::new(),
             scatter_head: super::scatter::HEAD,
             scatter_gap: 0,
+            stack_lo: lo,
+            stack_top: hi,
+            stack_peak: 0,
+            stack_peak_id: u32::MAX,
             unwind,
             sampler: (cfg.sample_every > 0).then(|| {
                 sampler::Sampler::new(cfg.sample_every, clock::ticks() ^ (number << 32) ^ 0x5eed)

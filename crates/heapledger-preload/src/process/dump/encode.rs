@@ -66,8 +66,6 @@ fn exe() -> Vec<u8> {
 }
 
 pub(super) fn encode(e: &mut Encoder<FileSink>) {
-    // The last bucket of the timeline ends here.
-    crate::process::timeline::tick();
     let start_ticks = preamble(e, clock::ticks(), None);
     // Every thread's counters: the largest table is read in place, the
     // others merged beside it (a copy of them all would double the
@@ -249,6 +247,7 @@ fn rest(
         jumps,
         size_time,
         life_size,
+        stack_peaks,
         unknown_frees,
         truncated,
         ..
@@ -269,6 +268,12 @@ fn rest(
         e.tag(Tag::Size);
         e.u(size);
         e.u(c);
+    }
+    for &(number, bytes, id) in &stack_peaks {
+        e.tag(Tag::StackUse);
+        e.u(number);
+        e.u(bytes);
+        e.u(id);
     }
     for (which, h) in [&size_time, &life_size].into_iter().enumerate() {
         e.scatter(which as u64, h.keys_held(), h.iter());
@@ -351,6 +356,9 @@ pub(super) struct Gathered {
     pub(super) jumps: Histogram,
     pub(super) size_time: Histogram,
     pub(super) life_size: Histogram,
+    /// (thread number, u64::MAX for the ended threads' row; the most of
+    /// its stack in use; the stack id of that allocation)
+    pub(super) stack_peaks: Vec<(u64, u64, u64)>,
     pub(super) unknown_frees: u64,
     pub(super) truncated: u64,
     pub(super) threads: Vec<ThreadRow>,
@@ -367,6 +375,7 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
         jumps: Histogram::new(),
         size_time: Histogram::new(),
         life_size: Histogram::new(),
+        stack_peaks: Vec::new(),
         unknown_frees: 0,
         truncated: 0,
         threads: Vec::new(),
@@ -385,6 +394,17 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
         g.life_size.absorb(&s.life_size);
         g.unknown_frees += s.unknown_frees;
         g.truncated += s.truncated;
+        if s.number < state::SPARE || s.number == state::FOLDED {
+            let number = if s.number == state::FOLDED {
+                u64::MAX
+            } else {
+                s.number
+            };
+            if s.stack_peak > 0 && g.stack_peaks.try_reserve(1).is_ok() {
+                g.stack_peaks
+                    .push((number, s.stack_peak, s.stack_peak_id as u64));
+            }
+        }
         if s.number < state::SPARE {
             let (ops, stats) = s.totals();
             if g.threads.try_reserve(1).is_ok() {

@@ -57,6 +57,9 @@ fn write_here(why: &str) {
     }
     let _e = sync::ErrnoGuard::new();
     let was = tls::tls().in_hook.replace(true);
+    // The timeline's last bucket ends with the program, before the dump's
+    // own work (the modules' refresh alone takes milliseconds).
+    crate::process::timeline::tick();
     // A checkpoint being written ends first (none starts after this).
     let ckpt = CKPT.lock_unless_held_here();
     phase::set(phase::State::Finished);

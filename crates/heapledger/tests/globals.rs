@@ -1,0 +1,57 @@
+//! Global and thread-local variables (issue 31): each object's data and
+//! TLS symbols with their sizes, and the file and line that declare them
+//! where DWARF says, in MALT's `memStats.globalVariables`.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn known_globals_and_tls_variables_with_their_sizes_and_lines() {
+    let dir = Scratch::new("globals");
+    let exe = dir.join("globals");
+    compile("cc", &["globals.c"], SITE_FLAGS, &exe);
+    let (p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let exe_path = std::fs::canonicalize(&exe).unwrap();
+    let (path, vars) = p
+        .mem_stats
+        .global_variables
+        .iter()
+        .find(|(path, _)| std::fs::canonicalize(path).ok().as_deref() == Some(&*exe_path))
+        .unwrap_or_else(|| {
+            panic!(
+                "no variables of the executable among {:?}",
+                p.mem_stats.global_variables.keys().collect::<Vec<_>>()
+            )
+        });
+    for (name, size, tls) in [
+        ("big_table", 40000, false),
+        ("counters", 300 * 8, false),
+        ("tls_buffer", 4096, true),
+        ("tls_depth", 4, true),
+    ] {
+        let v = vars
+            .iter()
+            .find(|v| v.name == name)
+            .unwrap_or_else(|| panic!("{name} is not among the variables of {path}"));
+        assert_eq!((v.size, v.tls), (size, tls), "{name}");
+        assert_eq!(v.line, Some(site_line("globals.c", name)), "{name}'s line");
+        assert!(
+            v.source_file
+                .as_deref()
+                .is_some_and(|f| f.ends_with("globals.c")),
+            "{name}'s file: {:?}",
+            v.source_file
+        );
+        assert_eq!(v.binary_file, *path);
+    }
+    // The C library's are there too (MALT lists every object's).
+    assert!(
+        p.mem_stats
+            .global_variables
+            .iter()
+            .any(|(path, vars)| path.contains("libc.so")
+                && vars.iter().any(|v| v.name == "errno" && v.tls)),
+        "libc's errno (TLS) is not listed"
+    );
+}
