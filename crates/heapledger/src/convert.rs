@@ -385,8 +385,14 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
         p.threads.push(ts);
     }
 
-    // Global and TLS variables of each object the process had loaded.
-    let mut paths: Vec<&str> = d.modules.iter().map(|m| m.path.as_str()).collect();
+    // Global and TLS variables of each object the process had loaded, but
+    // the recorder's own (as its frames are left out of stacks).
+    let mut paths: Vec<&str> = d
+        .modules
+        .iter()
+        .map(|m| m.path.as_str())
+        .filter(|p| !p.ends_with(crate::preload::PRELOAD_NAME))
+        .collect();
     paths.sort_unstable();
     paths.dedup();
     for path in paths {

@@ -45,6 +45,14 @@ fn known_globals_and_tls_variables_with_their_sizes_and_lines() {
         );
         assert_eq!(v.binary_file, *path);
     }
+    // Not the recorder's own.
+    assert!(
+        !p.mem_stats
+            .global_variables
+            .keys()
+            .any(|path| path.contains("heapledger_preload")),
+        "the recorder's variables are listed"
+    );
     // The C library's are there too (MALT lists every object's).
     assert!(
         p.mem_stats

@@ -143,6 +143,9 @@ pub struct Series {
     pub points: [Point; POINTS],
     /// The moves at the last bucket's end.
     last_moves: [u64; 4],
+    /// When the last bucket ended: the recorder's thread and the dump may
+    /// end buckets in another order than their times.
+    last_end_ns: u64,
 }
 
 /// The buckets, written by the recorder's thread (and the dump, which ends
@@ -168,12 +171,15 @@ pub static SERIES: SpinLock<Series> = SpinLock::new(Series {
         sys_cached: 0,
     }; POINTS],
     last_moves: [0; 4],
+    last_end_ns: 0,
 });
 
 impl Series {
     /// Ends the current bucket at `now_ns`, with the level then (`level`)
     /// and what was read (`r`); the next starts at this level.
     pub fn end_bucket(&mut self, now_ns: u64, level: i64, r: &Readings) {
+        let now_ns = now_ns.max(self.last_end_ns);
+        self.last_end_ns = now_ns;
         // Take the extremes first, then read the level: a move after the
         // swap counts in the next bucket, which starts at a level read
         // after it.
@@ -245,6 +251,7 @@ pub fn start(now_ns: u64, level: i64) {
     s.step_ns = FIRST_STEP_NS;
     s.points = [Point::default(); POINTS];
     s.last_moves = [0; 4];
+    s.last_end_ns = now_ns;
     HIGH.store(level, Ordering::Relaxed);
     HIGH_STACK.store(NO_STACK, Ordering::Relaxed);
     LOW.store(level, Ordering::Relaxed);

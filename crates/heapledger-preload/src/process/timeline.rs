@@ -177,11 +177,13 @@ pub fn tick() {
     ) {
         return;
     }
-    let r = readings(now_ns());
+    // The time of the bucket's end is when this was called (for the
+    // recorder's thread, when it woke): on a busy machine the readings
+    // can come milliseconds later, and what the program did by then
+    // belongs to this bucket, not a later one.
+    let now = now_ns();
+    let r = readings(now);
     if let Some(mut s) = timeline::SERIES.lock_unless_held_here() {
-        // The time is read under the lock: the recorder's thread and the
-        // dump end buckets in the order of their times.
-        let now = now_ns();
         s.end_bucket(now, level::peek(), &r);
     }
 }
