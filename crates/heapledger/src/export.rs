@@ -18,6 +18,9 @@ pub enum Format {
     Flamegraph,
     /// speedscope's JSON file format (https://www.speedscope.app).
     Speedscope,
+    /// pprof's gzipped profile.proto (go tool pprof, Pyroscope, Grafana),
+    /// with Go's heap sample types.
+    Pprof,
 }
 
 impl Format {
@@ -34,6 +37,7 @@ impl Format {
             Format::Folded => PathBuf::from(format!("{stem}.folded")),
             Format::Flamegraph => PathBuf::from(format!("{stem}.svg")),
             Format::Speedscope => PathBuf::from(format!("{stem}.speedscope.json")),
+            Format::Pprof => PathBuf::from(format!("{stem}.pb.gz")),
         }
     }
 
@@ -50,6 +54,7 @@ impl Format {
             Format::Folded => "folded stacks",
             Format::Flamegraph => "flame graph",
             Format::Speedscope => "speedscope profile",
+            Format::Pprof => "pprof profile",
         }
     }
 }
@@ -132,6 +137,9 @@ fn speedscope(o: &Opened, metric: Metric) -> Result<serde_json::Value> {
 
 /// Writes the profile to `out` in `format`, whole or not at all.
 pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result<()> {
+    if format == Format::Pprof {
+        return crate::pprof::write(o, out);
+    }
     let profile = &o.profile;
     let lines = match format {
         Format::Folded | Format::Flamegraph => folded_lines(o, weights.metric)?,
@@ -192,6 +200,7 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
                 heapledger_profile::callgrind::write(profile, &mut w)?;
                 std::io::Write::flush(&mut w)?;
             }
+            Format::Pprof => unreachable!("written above"),
         }
         Ok(())
     })

@@ -26,6 +26,7 @@ pub mod live;
 pub mod maps;
 pub mod options;
 pub mod output;
+pub mod pprof;
 pub mod prefault;
 pub mod preload;
 pub mod profiles;
