@@ -122,6 +122,10 @@ enum Command {
         /// drawn downwards (an icicle graph).
         #[arg(long)]
         inverted: bool,
+        /// Collapse recursion in folded stacks and the flame graph, as
+        /// `tree --collapse` does: none, direct, conservative, full.
+        #[arg(long, default_value = "none", value_parser = parse_collapse)]
+        collapse: heapledger_analysis::calltree::CollapseMode,
         /// Where to write it (default: <profile stem>.malt.json for malt,
         /// callgrind.out.<profile stem> for callgrind).
         #[arg(short, long)]
@@ -373,6 +377,7 @@ pub fn main() -> Result<u8> {
             format,
             metric,
             inverted,
+            collapse,
             output,
             which,
         } => {
@@ -383,7 +388,11 @@ pub fn main() -> Result<u8> {
             };
             let o = opened(&file, &which, load)?;
             let out = output.unwrap_or_else(|| format.default_output(&file));
-            let weights = crate::export::Weights { metric, inverted };
+            let weights = crate::export::Weights {
+                metric,
+                inverted,
+                collapse,
+            };
             crate::export::write(&o, format, weights, &out)?;
             eprintln!("heapledger: {} written to {}", format.name(), out.display());
             after(&file, &o);

@@ -4,6 +4,7 @@
 use crate::profiles::Opened;
 use crate::tree::Metric;
 use anyhow::{anyhow, Result};
+use heapledger_analysis::calltree::CollapseMode;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -65,18 +66,45 @@ pub struct Weights {
     pub metric: Metric,
     /// The callers' view: leaf functions at the base of the flame graph.
     pub inverted: bool,
+    /// Recursion collapsed as `tree --collapse` does (seed 003).
+    pub collapse: heapledger_analysis::calltree::CollapseMode,
 }
 
 /// The profile's stacks as folded lines, root first (`main;f;g 1234`),
 /// one per distinct stack of routines with a weight; `;` inside a name
 /// becomes `:`, as flamegraph.pl's own collapsers do.
-fn folded_lines(o: &Opened, metric: Metric) -> Result<Vec<String>> {
+fn folded_lines(
+    o: &Opened,
+    metric: Metric,
+    collapse: heapledger_analysis::calltree::CollapseMode,
+) -> Result<Vec<String>> {
+    use heapledger_analysis::calltree::CallTree;
     let samples = crate::tree::samples(o, metric, false)?;
     let routines = samples.routines();
     let names: Vec<String> = routines
         .iter()
         .map(|(_, n)| n.replace(';', ":").replace('\n', " "))
         .collect();
+    if collapse != CollapseMode::None {
+        // The call tree with recursion collapsed: each node's own weight
+        // under the path of routines from the root to it (a recursive call
+        // folded into its ancestor adds to that ancestor's node).
+        let tree = CallTree::top_down(&samples, collapse);
+        let mut lines = Vec::new();
+        for id in tree.node_ids() {
+            let node = &tree[id];
+            if node.is_stub() || node.excl() == 0 {
+                continue;
+            }
+            let path: Vec<&str> = tree
+                .path_routines(id)
+                .iter()
+                .map(|r| names[r.index()].as_str())
+                .collect();
+            lines.push(format!("{} {}", path.join(";"), node.excl()));
+        }
+        return Ok(lines);
+    }
     let mut lines = Vec::with_capacity(samples.len());
     for s in samples.iter() {
         if s.weight == 0 {
@@ -142,7 +170,7 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
     }
     let profile = &o.profile;
     let lines = match format {
-        Format::Folded | Format::Flamegraph => folded_lines(o, weights.metric)?,
+        Format::Folded | Format::Flamegraph => folded_lines(o, weights.metric, weights.collapse)?,
         _ => Vec::new(),
     };
     let speedscope = match format {
@@ -228,11 +256,11 @@ pub fn differential(base: &Opened, new: &Opened, metric: Metric, out: &Path) -> 
         (s.to_owned(), w.parse().unwrap_or(0))
     };
     let mut both: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
-    for l in folded_lines(base, metric)? {
+    for l in folded_lines(base, metric, CollapseMode::None)? {
         let (s, w) = split(&l);
         both.entry(s).or_default().0 += w;
     }
-    for l in folded_lines(new, metric)? {
+    for l in folded_lines(new, metric, CollapseMode::None)? {
         let (s, w) = split(&l);
         both.entry(s).or_default().1 += w;
     }

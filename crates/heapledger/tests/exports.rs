@@ -268,3 +268,82 @@ fn diff_names_the_site_that_grew_and_only_it() {
     let o = heapledger(&["diff".as_ref(), a.as_os_str(), a.as_os_str()]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "No site changed.\n");
 }
+
+/// `--collapse` (as `tree --collapse`): the flame graph of a recursive
+/// program draws each recursion once; the weights still add up.
+#[test]
+fn folded_stacks_collapse_recursion_on_request() {
+    let dir = Scratch::new("exports-collapse");
+    let exe = dir.join("recursion");
+    compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
+    let (p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let store = dir.join("p.sqlite");
+    let folded = |collapse: &str| -> Vec<(String, u64)> {
+        let out = dir.join(&format!("{collapse}.folded"));
+        let o = heapledger(&[
+            "export".as_ref(),
+            store.as_os_str(),
+            "--format".as_ref(),
+            "folded".as_ref(),
+            "--metric".as_ref(),
+            "count".as_ref(),
+            "--collapse".as_ref(),
+            collapse.as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (stack, w) = l.rsplit_once(' ').expect("`stack weight`");
+                (stack.to_owned(), w.parse().expect("a weight"))
+            })
+            .collect()
+    };
+    let total: u64 = p.stacks.iter().map(|s| s.infos.alloc.count).sum();
+    let plain = folded("none");
+    let full = folded("full");
+    assert_eq!(plain.iter().map(|l| l.1).sum::<u64>(), total);
+    assert_eq!(full.iter().map(|l| l.1).sum::<u64>(), total);
+    let repeats = |stack: &str| {
+        let parts: Vec<&str> = stack.split(';').collect();
+        parts
+            .iter()
+            .enumerate()
+            .any(|(i, f)| parts[..i].contains(f))
+    };
+    assert!(plain.iter().any(|(s, _)| s.contains(";r;r;")), "{plain:?}");
+    assert!(
+        full.iter().all(|(s, _)| !repeats(s)),
+        "a routine repeats after full collapsing: {full:?}"
+    );
+    // `r`'s recursion folds into one `r`: all its leaf calls under it.
+    let r_leaf: u64 = full
+        .iter()
+        .filter(|(s, _)| s.ends_with(";main;r;leaf"))
+        .map(|l| l.1)
+        .sum();
+    let r_calls: u64 = plain
+        .iter()
+        .filter(|(s, _)| s.contains(";main;r;") && s.ends_with(";leaf"))
+        .map(|l| l.1)
+        .sum();
+    assert!(r_calls > 1);
+    assert_eq!(r_leaf, r_calls);
+    // And the flame graph draws it.
+    let svg = dir.join("r.svg");
+    let o = heapledger(&[
+        "export".as_ref(),
+        store.as_os_str(),
+        "--format".as_ref(),
+        "flamegraph".as_ref(),
+        "--collapse".as_ref(),
+        "full".as_ref(),
+        "-o".as_ref(),
+        svg.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+}
