@@ -119,3 +119,142 @@ fn go_tool_pprof_reads_the_exact_totals_sites_and_build_ids() {
         "{text}"
     );
 }
+
+/// `go tool pprof -top` with every node: each function's flat count.
+fn top_counts(file: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    let o = Command::new("go")
+        .args([
+            "tool",
+            "pprof",
+            "-top",
+            "-nodecount=1000000",
+            "-nodefraction=0",
+            "-edgefraction=0",
+            "-sample_index=alloc_objects",
+        ])
+        .arg(file)
+        .output()
+        .expect("go tool pprof");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let mut out = std::collections::BTreeMap::new();
+    for line in text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+    {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if cols.len() < 6 {
+            continue;
+        }
+        let flat: u64 = cols[0].parse().expect("a count");
+        // The name: everything after the five numeric columns.
+        let mut s = line.trim_start();
+        for _ in 0..5 {
+            s = s.trim_start();
+            s = &s[s.find(char::is_whitespace).unwrap_or(s.len())..];
+        }
+        // pprof marks inlined frames in its listing.
+        let s = s.trim();
+        let s = s
+            .strip_suffix(" (inline)")
+            .or_else(|| s.strip_suffix(" (partial-inline)"))
+            .unwrap_or(s);
+        if flat > 0 {
+            *out.entry(s.to_owned()).or_default() += flat;
+        }
+    }
+    out
+}
+
+/// The leaf functions' counts in our own folded export.
+fn folded_leaf_counts(
+    store: &std::path::Path,
+    dir: &Scratch,
+) -> std::collections::BTreeMap<String, u64> {
+    let out = dir.join("count.folded");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("export")
+        .arg(store)
+        .args(["--format", "folded", "--metric", "count", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut m = std::collections::BTreeMap::new();
+    for l in std::fs::read_to_string(&out).unwrap().lines() {
+        let (stack, w) = l.rsplit_once(' ').unwrap();
+        let leaf = stack.rsplit(';').next().unwrap().replace(':', ";");
+        *m.entry(leaf).or_default() += w.parse::<u64>().unwrap();
+    }
+    m
+}
+
+/// C++ and python3 (and a sampled profile): pprof's count per function
+/// equals the profile's, function by function.
+#[test]
+fn go_tool_pprof_counts_per_function_equal_ours_for_cxx_python_and_sampled() {
+    support::require_tool("go", "golang-go");
+    let dir = Scratch::new("pprof-functions");
+    let cxx = dir.join("cxx");
+    compile("c++", &["cxx.cpp"], SITE_FLAGS, &cxx);
+    let python = support::real_python();
+    let script = "d = [str(i) * 3 for i in range(20000)]\n";
+    let runs: [(&str, Vec<std::ffi::OsString>, &[&str]); 3] = [
+        ("cxx", vec![cxx.clone().into()], &[]),
+        (
+            "python",
+            vec![python.clone().into(), "-c".into(), script.into()],
+            &[],
+        ),
+        (
+            "sampled",
+            vec![python.into(), "-c".into(), script.into()],
+            &["--sample-every", "4K"],
+        ),
+    ];
+    for (name, cmd, opts) in runs {
+        let store = dir.join(&format!("{name}.sqlite"));
+        let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+            .args(["run", "-q"])
+            .args(opts)
+            .arg("-o")
+            .arg(&store)
+            .arg("--")
+            .args(&cmd)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let pb = dir.join(&format!("{name}.pb.gz"));
+        let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+            .arg("export")
+            .arg(&store)
+            .args(["--format", "pprof", "-o"])
+            .arg(&pb)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let theirs = top_counts(&pb);
+        let ours = folded_leaf_counts(&store, &dir);
+        assert!(ours.len() > 1, "{name}: {ours:?}");
+        assert_eq!(
+            theirs, ours,
+            "{name}: pprof's counts per function differ from ours"
+        );
+        let (_, _, text) = raw(&pb);
+        let period = if opts.is_empty() {
+            "Period: 1\n"
+        } else {
+            "Period: 4096\n"
+        };
+        assert!(text.contains(period), "{name}: {text}");
+    }
+}
