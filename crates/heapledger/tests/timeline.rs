@@ -72,6 +72,13 @@ fn plateaus_and_a_spike_show_at_their_times() {
                 "{from}..{to} s should hold {held} MB: {}",
                 shape(i)
             );
+            // Blocks alive: the one held, or none.
+            assert_eq!(
+                t.values[i][memory::SEGMENTS],
+                u64::from(held > 0),
+                "{from}..{to} s: {}",
+                shape(i)
+            );
             // (Resident memory follows as the block is written, which
             // takes tens of milliseconds for 50 MB, more on a loaded
             // machine: checked on the plateau's last bucket, above.)

@@ -33,6 +33,9 @@ pub const NO_STACK: u32 = u32::MAX;
 static HIGH: AtomicI64 = AtomicI64::new(0);
 static HIGH_STACK: AtomicU32 = AtomicU32::new(NO_STACK);
 static LOW: AtomicI64 = AtomicI64::new(0);
+/// The current bucket's number: a thread's highest count of its own blocks
+/// alive is kept per bucket (`ThreadState::note_blocks`).
+pub static EPOCH: AtomicU32 = AtomicU32::new(0);
 
 /// An allocation of stack `stack` moved the level to `level`.
 #[inline(always)]
@@ -127,6 +130,9 @@ pub struct Readings {
     pub rss: u64,
     pub vsz: u64,
     pub internal: u64,
+    /// Blocks alive: the most in the bucket, as far as the threads' own
+    /// highest counts tell (exact for one thread; with several, the sum of
+    /// each one's highest, an upper bound).
     pub blocks: u64,
     /// Allocations and bytes, frees and bytes, since the process started
     /// (or forked).
@@ -188,6 +194,7 @@ impl Series {
         let low = LOW.swap(i64::MAX, Ordering::Relaxed);
         rise(level, NO_STACK);
         fall(level);
+        EPOCH.fetch_add(1, Ordering::Relaxed);
         let m = r.moves;
         let d = |i: usize| m[i].saturating_sub(self.last_moves[i]);
         let p = Point {

@@ -90,14 +90,15 @@ fn on_alloc(
     let m = move_level(bw as i64, t0);
     st.scatter_alloc(size as u64, t0, cw);
     st.note_stack_use(fp, id);
+    st.moves[0] += cw;
+    st.moves[1] += bw;
+    st.note_blocks();
     let Some(mut c) = st.stacks.get(id) else {
         // (`with_counters` made room: not reached.)
         move_level(-(bw as i64), 0);
         return NOT_RECORDED;
     };
     timeline::rise(m.level, id);
-    st.moves[0] += cw;
-    st.moves[1] += bw;
     let head = c.allocs_below(lifetime_head);
     c.add_alloc(size as u64, cw, bw);
     if size == 0 {

@@ -125,9 +125,9 @@ fn readings(now: u64) -> timeline::Readings {
         internal: arena::INTERNAL_BYTES.load(Ordering::Relaxed),
         ..Default::default()
     };
-    if let Some(m) = state::moves() {
+    if let Some((m, high)) = state::moves() {
         r.moves = m;
-        r.blocks = m[0].saturating_sub(m[2]);
+        r.blocks = m[0].saturating_sub(m[2]).max(high);
     }
     // Held for microseconds by the other of the recorder's thread and the
     // dump; None only where a frame of this thread holds it (a signal

@@ -39,6 +39,10 @@ pub struct ThreadState {
     /// Recorded allocations and their bytes, frees and theirs (the
     /// timeline's rates; sampled ones weighed as in the level).
     pub moves: [u64; 4],
+    /// The timeline's bucket (`timeline::EPOCH`) of `seg_high`, and the
+    /// most blocks of this thread's (allocated less freed) alive in it.
+    seg_epoch: u32,
+    seg_high: u64,
     pub number: u64,
     pub stacks: StackMap,
     pub sizes: SizeHistogram,
@@ -109,6 +113,20 @@ impl ThreadState {
         }
         self.lifetime_gap = self.next_lifetime_gap();
         true
+    }
+
+    /// After an allocation: this thread's count of its blocks alive, if the
+    /// most in the timeline's current bucket.
+    #[inline(always)]
+    pub fn note_blocks(&mut self) {
+        let net = self.moves[0].wrapping_sub(self.moves[2]);
+        let e = crate::data::timeline::EPOCH.load(Ordering::Relaxed);
+        if self.seg_epoch != e {
+            self.seg_epoch = e;
+            self.seg_high = net;
+        } else if (net as i64) > (self.seg_high as i64) {
+            self.seg_high = net;
+        }
     }
 
     /// An allocation of stack `id` whose hook's frame is at `fp`: the
@@ -259,6 +277,8 @@ impl ThreadState {
             frozen: AtomicBool::new(false),
             stats: [(0, 0, 0); AllocFn::COUNT],
             moves: [0; 4],
+            seg_epoch: 0,
+            seg_high: 0,
             mem_ops: 0,
             calls: 0,
             stacks: StackMap::new(),
@@ -436,15 +456,24 @@ pub fn activity() -> u64 {
 }
 
 /// The threads' recorded allocations and bytes, frees and bytes, summed
-/// (the timeline's rates), read without holding the threads; None where
-/// the registry is busy.
-pub fn moves() -> Option<[u64; 4]> {
+/// (the timeline's rates), and the most blocks alive in the current bucket
+/// as the threads' own highest counts tell (see `note_blocks`), read
+/// without holding the threads; None where the registry is busy.
+pub fn moves() -> Option<([u64; 4], u64)> {
     let reg = REGISTRY.try_lock_for(1000)?;
     let mut sum = [0u64; 4];
+    let mut high = 0i64;
+    let epoch = crate::data::timeline::EPOCH.load(Ordering::Relaxed);
     let mut add = |s: &ThreadState| {
         for (a, b) in sum.iter_mut().zip(s.moves) {
             *a = a.wrapping_add(b);
         }
+        let net = s.moves[0].wrapping_sub(s.moves[2]) as i64;
+        high = high.wrapping_add(if s.seg_epoch == epoch {
+            net.max(s.seg_high as i64)
+        } else {
+            net
+        });
     };
     let mut p = reg.head;
     while !p.is_null() {
@@ -459,7 +488,7 @@ pub fn moves() -> Option<[u64; 4]> {
     {
         add(s);
     }
-    Some(sum)
+    Some((sum, high.max(0) as u64))
 }
 
 pub fn new_orphan() -> Box<ThreadState> {
