@@ -784,7 +784,10 @@ impl Summary {
                 vec![
                     range,
                     n.to_string(),
-                    format!("{:.1}%", n as f64 * 100.0 / total as f64),
+                    match n as f64 * 100.0 / total as f64 {
+                        pct if pct < 0.05 => "<0.1%".to_owned(),
+                        pct => format!("{pct:.1}%"),
+                    },
                     bar,
                 ]
             })
