@@ -347,3 +347,69 @@ fn folded_stacks_collapse_recursion_on_request() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
 }
+
+/// The flame graph's frames are the call tree's nodes: each frame's name
+/// and width (in its title: `name (N allocations, P%)`) equal a node's
+/// routine and inclusive value in `tree --json`, all of them.
+#[test]
+fn flame_graph_frames_are_the_call_trees_nodes() {
+    let dir = Scratch::new("exports-svg");
+    let exe = dir.join("basic");
+    compile("cc", &["basic.c"], SITE_FLAGS, &exe);
+    let _ = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let store = dir.join("p.sqlite");
+    let svg = dir.join("p.svg");
+    let o = heapledger(&[
+        "export".as_ref(),
+        store.as_os_str(),
+        "--format".as_ref(),
+        "flamegraph".as_ref(),
+        "--metric".as_ref(),
+        "count".as_ref(),
+        "-o".as_ref(),
+        svg.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let mut frames: Vec<(String, u64)> = text
+        .split("<title>")
+        .skip(1)
+        .filter_map(|t| {
+            let t = &t[..t.find("</title>")?];
+            let (name, rest) = t.rsplit_once(" (")?;
+            let n: u64 = rest
+                .split_whitespace()
+                .next()?
+                .replace(',', "")
+                .parse()
+                .ok()?;
+            (name != "all").then(|| (name.to_owned(), n))
+        })
+        .collect();
+    let o = heapledger(&[
+        "tree".as_ref(),
+        store.as_os_str(),
+        "--metric".as_ref(),
+        "count".as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tree: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    fn walk(n: &serde_json::Value, out: &mut Vec<(String, u64)>) {
+        let incl = n["incl_direct"].as_u64().unwrap();
+        if incl > 0 {
+            out.push((n["routine"].as_str().unwrap().to_owned(), incl));
+        }
+        for c in n["children"].as_array().unwrap() {
+            walk(c, out);
+        }
+    }
+    let mut nodes = Vec::new();
+    for r in tree["roots"].as_array().unwrap() {
+        walk(r, &mut nodes);
+    }
+    frames.sort();
+    nodes.sort();
+    assert!(nodes.len() > 5, "{nodes:?}");
+    assert_eq!(frames, nodes);
+}
