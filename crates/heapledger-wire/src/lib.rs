@@ -452,6 +452,24 @@ pub struct TimelinePoint {
 
 impl TimelinePoint {
     pub const NO_STACK: u64 = u32::MAX as u64;
+    /// A bucket the run never reached.
+    pub const EMPTY: TimelinePoint = TimelinePoint {
+        touched: false,
+        low: 0,
+        high: 0,
+        high_stack: Self::NO_STACK,
+        rss: 0,
+        vsz: 0,
+        internal: 0,
+        blocks: 0,
+        allocs: 0,
+        alloc_bytes: 0,
+        frees: 0,
+        free_bytes: 0,
+        sys_free: 0,
+        sys_swap: 0,
+        sys_cached: 0,
+    };
     /// The values of a bucket, in the dump's order.
     pub const FIELDS: usize = 15;
 

@@ -14,6 +14,37 @@ fn heapledger(args: &[&std::ffi::OsStr]) -> std::process::Output {
         .expect("cannot run heapledger")
 }
 
+/// `export STORE --format folded --metric METRIC [EXTRA...]`, written to
+/// `out`, as (stack, weight) lines.
+fn folded(
+    store: &std::path::Path,
+    out: &std::path::Path,
+    metric: &str,
+    extra: &[&str],
+) -> Vec<(String, u64)> {
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "export".as_ref(),
+        store.as_os_str(),
+        "--format".as_ref(),
+        "folded".as_ref(),
+        "--metric".as_ref(),
+        metric.as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ];
+    args.extend(extra.iter().map(|&a| std::ffi::OsStr::new(a)));
+    let o = heapledger(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(out)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (stack, w) = l.rsplit_once(' ').expect("`stack weight`");
+            (stack.to_owned(), w.parse().expect("a weight"))
+        })
+        .collect()
+}
+
 #[test]
 fn folded_stacks_add_up_to_the_profile_and_the_flame_graph_names_its_sites() {
     let dir = Scratch::new("exports");
@@ -21,28 +52,7 @@ fn folded_stacks_add_up_to_the_profile_and_the_flame_graph_names_its_sites() {
     compile("cc", &["basic.c"], SITE_FLAGS, &exe);
     let (p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
     let store = dir.join("p.sqlite");
-    let folded = |metric: &str| -> Vec<(String, u64)> {
-        let out = dir.join(&format!("{metric}.folded"));
-        let o = heapledger(&[
-            "export".as_ref(),
-            store.as_os_str(),
-            "--format".as_ref(),
-            "folded".as_ref(),
-            "--metric".as_ref(),
-            metric.as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        std::fs::read_to_string(&out)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let (stack, w) = l.rsplit_once(' ').expect("`stack weight`");
-                (stack.to_owned(), w.parse().expect("a weight"))
-            })
-            .collect()
-    };
+    let folded = |metric: &str| folded(&store, &dir.join(&format!("{metric}.folded")), metric, &[]);
     let totals = p.stacks.iter().fold((0, 0), |t, s| {
         (t.0 + s.infos.alloc.count, t.1 + s.infos.alloc.sum)
     });
@@ -278,29 +288,9 @@ fn folded_stacks_collapse_recursion_on_request() {
     compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
     let (p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
     let store = dir.join("p.sqlite");
-    let folded = |collapse: &str| -> Vec<(String, u64)> {
+    let folded = |collapse: &str| {
         let out = dir.join(&format!("{collapse}.folded"));
-        let o = heapledger(&[
-            "export".as_ref(),
-            store.as_os_str(),
-            "--format".as_ref(),
-            "folded".as_ref(),
-            "--metric".as_ref(),
-            "count".as_ref(),
-            "--collapse".as_ref(),
-            collapse.as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        std::fs::read_to_string(&out)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let (stack, w) = l.rsplit_once(' ').expect("`stack weight`");
-                (stack.to_owned(), w.parse().expect("a weight"))
-            })
-            .collect()
+        folded(&store, &out, "count", &["--collapse", collapse])
     };
     let total: u64 = p.stacks.iter().map(|s| s.infos.alloc.count).sum();
     let plain = folded("none");

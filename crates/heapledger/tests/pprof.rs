@@ -58,6 +58,32 @@ fn raw(file: &std::path::Path) -> (Samples, Vec<(u64, String)>, String) {
     (samples, locations, text)
 }
 
+/// Runs `heapledger ARGS`, which must succeed.
+fn heapledger_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(args)
+        .output()
+        .expect("cannot run heapledger");
+    assert!(
+        o.status.success(),
+        "heapledger {:?}: {}",
+        args.iter().map(|a| a.as_ref()).collect::<Vec<_>>(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `heapledger export STORE --format pprof -o OUT`.
+fn export_pprof(store: &std::path::Path, out: &std::path::Path) {
+    heapledger_ok(&[
+        "export".as_ref(),
+        store.as_os_str(),
+        "--format".as_ref(),
+        "pprof".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+}
+
 #[test]
 fn go_tool_pprof_reads_the_exact_totals_sites_and_build_ids() {
     let dir = Scratch::new("pprof");
@@ -65,14 +91,7 @@ fn go_tool_pprof_reads_the_exact_totals_sites_and_build_ids() {
     compile("cc", &["basic.c"], SITE_FLAGS, &exe);
     let (p, _) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
     let out = dir.join("p.pb.gz");
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .arg("export")
-        .arg(dir.join("p.sqlite"))
-        .args(["--format", "pprof", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    export_pprof(&dir.join("p.sqlite"), &out);
     let (samples, locations, text) = raw(&out);
     assert!(
         text.contains(
@@ -173,14 +192,16 @@ fn folded_leaf_counts(
     dir: &Scratch,
 ) -> std::collections::BTreeMap<String, u64> {
     let out = dir.join("count.folded");
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .arg("export")
-        .arg(store)
-        .args(["--format", "folded", "--metric", "count", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    heapledger_ok(&[
+        "export".as_ref(),
+        store.as_os_str(),
+        "--format".as_ref(),
+        "folded".as_ref(),
+        "--metric".as_ref(),
+        "count".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     let mut m = std::collections::BTreeMap::new();
     for l in std::fs::read_to_string(&out).unwrap().lines() {
         let (stack, w) = l.rsplit_once(' ').unwrap();
@@ -215,33 +236,13 @@ fn go_tool_pprof_counts_per_function_equal_ours_for_cxx_python_and_sampled() {
     ];
     for (name, cmd, opts) in runs {
         let store = dir.join(&format!("{name}.sqlite"));
-        let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-            .args(["run", "-q"])
-            .args(opts)
-            .arg("-o")
-            .arg(&store)
-            .arg("--")
-            .args(&cmd)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let mut args: Vec<std::ffi::OsString> = vec!["run".into(), "-q".into()];
+        args.extend(opts.iter().map(|&o| o.into()));
+        args.extend(["-o".into(), store.clone().into_os_string(), "--".into()]);
+        args.extend(cmd);
+        heapledger_ok(&args);
         let pb = dir.join(&format!("{name}.pb.gz"));
-        let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-            .arg("export")
-            .arg(&store)
-            .args(["--format", "pprof", "-o"])
-            .arg(&pb)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        export_pprof(&store, &pb);
         let theirs = top_counts(&pb);
         let ours = folded_leaf_counts(&store, &dir);
         assert!(ours.len() > 1, "{name}: {ours:?}");

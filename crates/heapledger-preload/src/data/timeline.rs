@@ -72,56 +72,36 @@ fn new_low(level: i64) {
     }
 }
 
-/// One bucket. The readings are those at its end (the largest, where
-/// several ends fell in one bucket); the moves are those in it.
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct Point {
-    pub touched: bool,
-    pub high: i64,
-    pub high_stack: u32,
-    pub low: i64,
-    pub rss: u64,
-    pub vsz: u64,
-    pub internal: u64,
-    pub blocks: u64,
-    /// Allocations and their bytes, frees and theirs, in the bucket.
-    pub allocs: u64,
-    pub alloc_bytes: u64,
-    pub frees: u64,
-    pub free_bytes: u64,
-    /// The machine's free memory, swap in use, page cache.
-    pub sys_free: u64,
-    pub sys_swap: u64,
-    pub sys_cached: u64,
-}
+/// One bucket: the dump's record of it (its readings are those at its
+/// end, the largest where several ends fell in one bucket; its moves are
+/// those in it).
+pub use heapledger_wire::TimelinePoint as Point;
 
-impl Point {
-    /// `o` (a later part of the same bucket, or the next bucket) joins this.
-    fn absorb(&mut self, o: &Point) {
-        if !o.touched {
-            return;
-        }
-        if !self.touched {
-            *self = *o;
-            return;
-        }
-        if o.high > self.high || self.high_stack == NO_STACK && o.high == self.high {
-            self.high = o.high;
-            self.high_stack = o.high_stack;
-        }
-        self.low = self.low.min(o.low);
-        self.rss = self.rss.max(o.rss);
-        self.vsz = self.vsz.max(o.vsz);
-        self.internal = self.internal.max(o.internal);
-        self.blocks = o.blocks;
-        self.allocs += o.allocs;
-        self.alloc_bytes += o.alloc_bytes;
-        self.frees += o.frees;
-        self.free_bytes += o.free_bytes;
-        self.sys_free = o.sys_free;
-        self.sys_swap = o.sys_swap;
-        self.sys_cached = o.sys_cached;
+/// `o` (a later part of the same bucket, or the next bucket) joins `p`.
+fn absorb(p: &mut Point, o: &Point) {
+    if !o.touched {
+        return;
     }
+    if !p.touched {
+        *p = *o;
+        return;
+    }
+    if o.high > p.high || p.high_stack == Point::NO_STACK && o.high == p.high {
+        p.high = o.high;
+        p.high_stack = o.high_stack;
+    }
+    p.low = p.low.min(o.low);
+    p.rss = p.rss.max(o.rss);
+    p.vsz = p.vsz.max(o.vsz);
+    p.internal = p.internal.max(o.internal);
+    p.blocks = p.blocks.max(o.blocks);
+    p.allocs += o.allocs;
+    p.alloc_bytes += o.alloc_bytes;
+    p.frees += o.frees;
+    p.free_bytes += o.free_bytes;
+    p.sys_free = o.sys_free;
+    p.sys_swap = o.sys_swap;
+    p.sys_cached = o.sys_cached;
 }
 
 /// What the recorder's thread read at a bucket's end.
@@ -159,23 +139,7 @@ pub struct Series {
 pub static SERIES: SpinLock<Series> = SpinLock::new(Series {
     start_ns: 0,
     step_ns: FIRST_STEP_NS,
-    points: [Point {
-        touched: false,
-        high: 0,
-        high_stack: NO_STACK,
-        low: 0,
-        rss: 0,
-        vsz: 0,
-        internal: 0,
-        blocks: 0,
-        allocs: 0,
-        alloc_bytes: 0,
-        frees: 0,
-        free_bytes: 0,
-        sys_free: 0,
-        sys_swap: 0,
-        sys_cached: 0,
-    }; POINTS],
+    points: [Point::EMPTY; POINTS],
     last_moves: [0; 4],
     last_end_ns: 0,
 });
@@ -199,9 +163,13 @@ impl Series {
         let d = |i: usize| m[i].saturating_sub(self.last_moves[i]);
         let p = Point {
             touched: true,
-            high: high.max(level),
-            high_stack: if high >= level { high_stack } else { NO_STACK },
-            low: low.min(level),
+            high: high.max(level).max(0) as u64,
+            high_stack: if high >= level {
+                high_stack as u64
+            } else {
+                Point::NO_STACK
+            },
+            low: low.min(level).max(0) as u64,
             rss: r.rss,
             vsz: r.vsz,
             internal: r.internal,
@@ -223,18 +191,18 @@ impl Series {
             self.halve();
             i = (since / self.step_ns) as usize;
         }
-        self.points[i].absorb(&p);
+        absorb(&mut self.points[i], &p);
     }
 
     /// Neighbours merge, the buckets' length doubles.
     fn halve(&mut self) {
         for i in 0..POINTS / 2 {
             let mut a = self.points[2 * i];
-            a.absorb(&self.points[2 * i + 1]);
+            absorb(&mut a, &self.points[2 * i + 1]);
             self.points[i] = a;
         }
         for p in &mut self.points[POINTS / 2..] {
-            *p = Point::default();
+            *p = Point::EMPTY;
         }
         self.step_ns *= 2;
     }
@@ -256,7 +224,7 @@ pub fn start(now_ns: u64, level: i64) {
     let mut s = SERIES.lock();
     s.start_ns = now_ns;
     s.step_ns = FIRST_STEP_NS;
-    s.points = [Point::default(); POINTS];
+    s.points = [Point::EMPTY; POINTS];
     s.last_moves = [0; 4];
     s.last_end_ns = now_ns;
     HIGH.store(level, Ordering::Relaxed);

@@ -322,23 +322,7 @@ fn timeline(e: &mut Encoder<FileSink>) {
     if points.try_reserve_exact(used.len()).is_err() {
         return;
     }
-    points.extend(used.iter().map(|p| TimelinePoint {
-        touched: p.touched,
-        low: p.low.max(0) as u64,
-        high: p.high.max(0) as u64,
-        high_stack: p.high_stack as u64,
-        rss: p.rss,
-        vsz: p.vsz,
-        internal: p.internal,
-        blocks: p.blocks,
-        allocs: p.allocs,
-        alloc_bytes: p.alloc_bytes,
-        frees: p.frees,
-        free_bytes: p.free_bytes,
-        sys_free: p.sys_free,
-        sys_swap: p.sys_swap,
-        sys_cached: p.sys_cached,
-    }));
+    points.extend_from_slice(used);
     let step = s.step_ns;
     drop(s);
     e.timeline(step, &points);
