@@ -25,8 +25,8 @@ __attribute__((noinline)) static void remember(const char *s) {
 int main(void) {
     struct item *items = NULL;
     for (int i = 0; i < 1000; i++) {
-        char *line = format_line(i);
         items = grow(items, i + 1);
+        char *line = format_line(i);        /* temporary: freed before the next allocation */
         snprintf(items[i].name, sizeof items[i].name, "%s", line);
         items[i].value = i;
         free(line);

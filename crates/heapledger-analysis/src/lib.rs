@@ -4,3 +4,4 @@
 pub mod calltree;
 pub mod over_time;
 pub mod summary;
+pub mod temporary;

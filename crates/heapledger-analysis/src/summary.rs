@@ -99,6 +99,8 @@ pub struct SiteTotal {
     /// Lifetimes of its freed blocks, in clock ticks (count, min, max,
     /// sum; see `globals.ticksPerSecond`).
     pub lifetime: heapledger_profile::MinMaxSum,
+    /// Its temporary blocks (see `crate::temporary`).
+    pub temporary: u64,
 }
 
 /// Blocks alive at exit that share a stack.
@@ -207,6 +209,8 @@ pub struct Summary {
     /// The sites that held the most memory when the process reached its
     /// peak (heaptrack's "peak consumers").
     pub top_at_peak: Vec<SiteTotal>,
+    /// Temporary allocations and short-lived sites.
+    pub temporary: crate::temporary::Temporary,
     /// Top leaking stacks of the program (runtime leaks excluded; stacks
     /// that symbolize alike merged).
     pub top_leaks: Vec<LeakReport>,
@@ -284,6 +288,13 @@ impl Summary {
         top_leaks.truncate(options.top);
 
         let sites = sites.totals;
+        let temporary = crate::temporary::Temporary::of(
+            &sites,
+            alloc_calls,
+            ext.is_some_and(|e| e.sample_every.is_none()),
+            tps,
+            options.top,
+        );
         let mut top_at_peak: Vec<SiteTotal> =
             sites.iter().filter(|s| s.at_peak > 0).cloned().collect();
         let mut top_by_bytes = sites.clone();
@@ -357,6 +368,7 @@ impl Summary {
             top_by_bytes,
             top_by_calls,
             top_at_peak,
+            temporary,
             top_leaks,
             leaking_stacks,
             recording: ext.map(|e| Recording {
@@ -593,6 +605,7 @@ impl SiteSums {
         t.bytes = t.bytes.saturating_add(infos.alloc.sum);
         t.at_peak = t.at_peak.saturating_add(infos.global_peak.max(0) as u64);
         t.lifetime.merge(&infos.lifetime);
+        t.temporary = t.temporary.saturating_add(infos.temporary);
     }
 
     /// Adds the bytes a stack of `profile` left alive at exit.
@@ -623,6 +636,7 @@ impl SiteSums {
                         at_peak: 0,
                         leaked: 0,
                         lifetime: Default::default(),
+                        temporary: 0,
                     });
                     totals.len() - 1
                 });
@@ -712,7 +726,7 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 
 /// Prints `rows` of cells two spaces apart after `indent`: the first `right`
 /// columns right-aligned, the others left-aligned.
-fn table(
+pub(crate) fn table(
     f: &mut fmt::Formatter<'_>,
     indent: &str,
     rows: &[Vec<String>],
@@ -1031,6 +1045,9 @@ impl fmt::Display for Summary {
                 format!("{} (thread {}{at})", format_bytes(*bytes), thread + 1),
             ]);
         }
+        if self.recording.is_some() {
+            rows.push(vec!["Temporary".to_owned(), self.temporary.line()]);
+        }
         rows.extend([
             vec!["Alive at exit".to_owned(), blocks(self.alive)],
             vec!["  by the program".to_owned(), blocks(program)],
@@ -1062,6 +1079,7 @@ impl fmt::Display for Summary {
             );
             table(f, "  ", &rows, 1)?;
         }
+        write!(f, "{}", self.temporary)?;
 
         if !self.top_leaks.is_empty() {
             writeln!(f)?;
@@ -1206,6 +1224,11 @@ impl Summary {
             "top_sites_by_bytes": sites(&self.top_by_bytes),
             "top_sites_by_calls": sites(&self.top_by_calls),
             "top_sites_at_peak": sites(&self.top_at_peak),
+            "temporary": self.temporary.to_json(|t| {
+                let mut o = site(&t.site);
+                o["calls"] = json!(t.calls);
+                o
+            }),
             "top_leaks": self.top_leaks.iter().map(|l| json!({
                 "count": l.blocks.count,
                 "bytes": l.blocks.bytes,

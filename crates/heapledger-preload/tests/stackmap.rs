@@ -113,7 +113,7 @@ fn apply(r: &mut Rng, map: &mut StackMap, model: &mut [Totals], id: u32) {
             t.realloc_delta += size as i64 - 7;
         }
         _ => {
-            let unmap = r.next() % 2 == 0;
+            let unmap = r.next().is_multiple_of(2);
             c.add_map(size, unmap);
             match unmap {
                 true => t.munmap.add(size),

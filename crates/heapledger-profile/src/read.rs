@@ -430,6 +430,7 @@ pub fn check_values(p: &Profile) -> Result<(), String> {
         within_i(Held, n.global_peak, || f("globalPeak"))?;
         at_peak = at_peak.saturating_add(n.global_peak.max(0) as u64);
         within(Count, n.realloc_count, || f("reallocCount"))?;
+        within(Count, n.temporary, || f("temporary"))?;
         for (name, m) in [
             ("alloc", &n.alloc),
             ("free", &n.free),

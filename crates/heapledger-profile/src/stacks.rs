@@ -110,6 +110,15 @@ pub struct StackInfos {
     pub realloc_count: u64,
     /// Sum of `new - old` sizes over `realloc` calls (`size_t` in MALT).
     pub realloc_sum_delta: i64,
+    /// Temporary blocks: freed by the thread that allocated them before it
+    /// allocated anything else (heaptrack's definition). heapledger's
+    /// addition, written only where not 0 (MALT's files have none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub temporary: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// `{count, min, max, sum}` of a series of values; all 0 when empty.

@@ -169,6 +169,9 @@ fn infos_json(buf: &mut Vec<u8>, i: &StackInfos) {
     f.int(b",\"globalPeak\":", i.global_peak);
     f.int(b",\"reallocCount\":", i.realloc_count);
     f.int(b",\"reallocSumDelta\":", i.realloc_sum_delta);
+    if i.temporary != 0 {
+        f.int(b",\"temporary\":", i.temporary);
+    }
     f.buf.push(b'}');
 }
 
@@ -341,6 +344,7 @@ mod tests {
             global_peak: -42,
             realloc_count: u64::MAX,
             realloc_sum_delta: i64::MIN + 1,
+            temporary: u64::MAX - 7,
         };
         for id in ["0x7f1a2b3c", "", "a b", "é"] {
             p.stacks

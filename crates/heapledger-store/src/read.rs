@@ -13,6 +13,9 @@ use std::path::Path;
 /// A store open for reading.
 pub struct Store {
     conn: Connection,
+    /// Columns of its `stack` blocks: `STACK_COLUMNS`, or one fewer in
+    /// version 1 (no temporary blocks).
+    stack_columns: usize,
 }
 
 /// A process of the run, as the `process` table lists it.
@@ -94,10 +97,15 @@ impl Store {
             ));
         }
         let version = get("version")?.unwrap_or_default();
-        if version != VERSION.to_string() {
-            return Err(StoreError::Version { found: version });
-        }
-        Ok(Store { conn })
+        let stack_columns = match version.as_str() {
+            "1" => STACK_COLUMNS - 1,
+            v if v == VERSION.to_string() => STACK_COLUMNS,
+            _ => return Err(StoreError::Version { found: version }),
+        };
+        Ok(Store {
+            conn,
+            stack_columns,
+        })
     }
 
     /// Every process, the main one first, then by pid.
@@ -333,12 +341,14 @@ impl StackStream {
         let mut scratch = Vec::new();
         let mut node = 0i64;
         let (nodes, addrs) = (&self.nodes, &self.addrs);
-        store.blocks(self.pid, "stack", STACK_COLUMNS, |v, n| {
+        let columns = store.stack_columns;
+        store.blocks(self.pid, "stack", columns, |v, n| {
             let col = |c: usize, i: usize| v[c * n + i];
+            // (A column missing in version 1 reads 0.)
             let mut row = [0u64; STACK_COLUMNS - 1];
             for i in 0..n {
                 node = node.wrapping_add(unzigzag(col(0, i)));
-                for (k, cell) in row.iter_mut().enumerate() {
+                for (k, cell) in row[..columns - 1].iter_mut().enumerate() {
                     *cell = col(k + 1, i);
                 }
                 let frames = node_frames(nodes, addrs, node, &mut scratch)?;
@@ -415,5 +425,6 @@ fn infos(v: &[u64]) -> StackInfos {
         global_peak: unzigzag(v[23]),
         realloc_count: v[24],
         realloc_sum_delta: unzigzag(v[25]),
+        temporary: v[26],
     }
 }

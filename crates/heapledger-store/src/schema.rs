@@ -3,7 +3,7 @@
 /// `meta.format`: what the file is.
 pub const FORMAT: &str = "heapledger-profile";
 /// `meta.version`: bumped on any change a reader must know of.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 pub const SCHEMA: &str = "
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -56,8 +56,10 @@ pub const NODE_COLUMNS: usize = 2;
 /// `stack` blocks: per stack, in the order of their nodes, its leaf node
 /// (the difference from the stack before, zigzagged), then MALT's
 /// counters; a free count or sum is stored as its difference from the
-/// allocation's, which is mostly 0 (see `write::stack_row`).
-pub const STACK_COLUMNS: usize = 27;
+/// allocation's, which is mostly 0 (see `write::stack_row`); last, the
+/// temporary blocks (version 2: version 1 has 26 columns, and is read
+/// with none).
+pub const STACK_COLUMNS: usize = 28;
 
 /// `leak` blocks: per stack with blocks alive at the end, its node (the
 /// difference from the leak before, zigzagged), the blocks and the bytes.

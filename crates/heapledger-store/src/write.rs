@@ -280,7 +280,7 @@ fn diff(a: u64, b: u64) -> u64 {
     zigzag(a.wrapping_sub(b) as i64)
 }
 
-/// A stack's counters as 26 columns (after its node and id): the frees,
+/// A stack's counters as 27 columns (after its node and id): the frees,
 /// and the lifetimes' count, as differences from what they mostly equal.
 fn stack_row(i: &StackInfos, out: &mut [u64]) {
     out[0] = zigzag(i.count_zeros);
@@ -300,6 +300,7 @@ fn stack_row(i: &StackInfos, out: &mut [u64]) {
     out[23] = zigzag(i.global_peak);
     out[24] = i.realloc_count;
     out[25] = zigzag(i.realloc_sum_delta);
+    out[26] = i.temporary;
 }
 
 pub(crate) fn put_section<T: serde::Serialize + ?Sized>(

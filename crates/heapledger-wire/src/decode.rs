@@ -319,6 +319,7 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     zeros: r.u()?,
                     realloc_count: r.u()?,
                     realloc_delta: r.i()?,
+                    temporary: r.u()?,
                 };
                 let c = StackCounters {
                     totals,

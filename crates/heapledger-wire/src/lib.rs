@@ -22,7 +22,7 @@ pub use decode::*;
 pub const MAGIC: &[u8; 8] = b"HLEDGR\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 7;
+pub const VERSION: u64 = 8;
 
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "HEAPLEDGER_DIR";
@@ -289,6 +289,9 @@ pub struct Totals {
     pub zeros: u64,
     pub realloc_count: u64,
     pub realloc_delta: i64,
+    /// Temporary blocks (heaptrack's definition): freed, by the thread that
+    /// allocated them, before that thread allocated anything else.
+    pub temporary: u64,
 }
 
 impl Totals {
@@ -301,6 +304,7 @@ impl Totals {
         self.zeros += o.zeros;
         self.realloc_count += o.realloc_count;
         self.realloc_delta += o.realloc_delta;
+        self.temporary += o.temporary;
     }
 
     /// Whether nothing was allocated, freed or mapped.
@@ -676,6 +680,7 @@ impl<S: Sink> Encoder<S> {
         self.u(c.totals.zeros);
         self.u(c.totals.realloc_count);
         self.i(c.totals.realloc_delta);
+        self.u(c.totals.temporary);
         self.i(c.alive);
         self.u(c.max_alive);
         self.i(c.at_peak);

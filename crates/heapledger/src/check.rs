@@ -14,6 +14,8 @@ pub struct Budgets {
     pub leaked: Option<u64>,
     /// Allocation calls that gave a block.
     pub allocations: Option<u64>,
+    /// Temporary allocations (`heapledger_analysis::temporary`).
+    pub temporary: Option<u64>,
 }
 
 /// One budget's verdict.
@@ -82,6 +84,13 @@ pub fn verdicts(s: &Summary, b: &Budgets) -> Vec<Verdict> {
         "--max-allocations",
         b.allocations,
         s.alloc_calls,
+        false,
+    );
+    add(
+        "temporary allocations",
+        "--max-temporary",
+        b.temporary,
+        s.temporary.total.unwrap_or(0),
         false,
     );
     v

@@ -157,6 +157,10 @@ enum Command {
         /// Most allocation calls.
         #[arg(long, value_name = "N")]
         max_allocations: Option<u64>,
+        /// Most temporary allocations (blocks freed by the thread that
+        /// made them before it allocated again).
+        #[arg(long, value_name = "N")]
+        max_temporary: Option<u64>,
         /// Print the verdicts as JSON (`within_budget`, and per budget
         /// `name`, `limit`, `value`, `exceeded`).
         #[arg(long)]
@@ -432,19 +436,32 @@ pub fn main() -> Result<u8> {
             max_peak,
             max_leaked,
             max_allocations,
+            max_temporary,
             json,
         } => {
             let budgets = crate::check::Budgets {
                 peak: max_peak,
                 leaked: max_leaked,
                 allocations: max_allocations,
+                temporary: max_temporary,
             };
-            if budgets.peak.is_none() && budgets.leaked.is_none() && budgets.allocations.is_none() {
-                eprintln!("error: `heapledger check` needs a budget: --max-peak, --max-leaked or --max-allocations");
+            if budgets.peak.is_none()
+                && budgets.leaked.is_none()
+                && budgets.allocations.is_none()
+                && budgets.temporary.is_none()
+            {
+                eprintln!("error: `heapledger check` needs a budget: --max-peak, --max-leaked, --max-allocations or --max-temporary");
                 return Ok(2);
             }
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             let summary = summary_of(&o, 0)?;
+            if budgets.temporary.is_some() && summary.temporary.total.is_none() {
+                eprintln!(
+                    "error: {}: this profile does not count temporary allocations (recorded with --sample-every, or not by heapledger): --max-temporary cannot be checked",
+                    file.display()
+                );
+                return Ok(2);
+            }
             let verdicts = crate::check::verdicts(&summary, &budgets);
             let over = verdicts.iter().any(|v| v.exceeded());
             if json {

@@ -317,6 +317,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             global_peak: c.at_peak,
             realloc_count: c.totals.realloc_count,
             realloc_sum_delta: c.totals.realloc_delta,
+            temporary: c.totals.temporary,
         };
         p.stacks.push(StackStat::new(
             // "0x..." as format! writes it, without its machinery.

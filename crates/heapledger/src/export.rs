@@ -142,9 +142,10 @@ fn speedscope(o: &Opened, metric: Metric) -> Result<serde_json::Value> {
         weights.push(s.weight);
     }
     let total: u64 = weights.iter().sum();
-    let unit = match metric {
-        Metric::Count => "none",
-        _ => "bytes",
+    let unit = match metric.unit() {
+        "bytes" => "bytes",
+        "ns" => "nanoseconds",
+        _ => "none",
     };
     Ok(serde_json::json!({
         "$schema": "https://www.speedscope.app/file-format-schema.json",
@@ -239,10 +240,7 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
 fn flame_options(title: String, metric: Metric) -> inferno::flamegraph::Options<'static> {
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title;
-    opts.count_name = match metric {
-        Metric::Count => "allocations".into(),
-        _ => "bytes".into(),
-    };
+    opts.count_name = metric.unit().into();
     opts.deterministic = true;
     opts
 }

@@ -22,6 +22,11 @@ pub enum Metric {
     Peak,
     /// Bytes still allocated at exit (the C/C++ runtime's own blocks apart).
     Leaked,
+    /// Temporary allocations: blocks freed by the thread that allocated
+    /// them before it allocated anything else.
+    Temporary,
+    /// The lifetimes of the freed blocks, summed (nanoseconds).
+    Lifetime,
 }
 
 impl Metric {
@@ -31,6 +36,17 @@ impl Metric {
             Metric::Bytes => "bytes allocated",
             Metric::Peak => "bytes at peak",
             Metric::Leaked => "bytes leaked",
+            Metric::Temporary => "temporary allocations",
+            Metric::Lifetime => "ns of block lifetimes",
+        }
+    }
+
+    /// What one unit of the weight is: "allocations", "bytes" or "ns".
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Count | Metric::Temporary => "allocations",
+            Metric::Bytes | Metric::Peak | Metric::Leaked => "bytes",
+            Metric::Lifetime => "ns",
         }
     }
 }
@@ -121,6 +137,7 @@ pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
             }
         }
         _ => {
+            let ns_per_tick = 1e9 / p.globals.ticks_per_second.max(1) as f64;
             // Stacks as they are read (from the store, without holding
             // them all); the first error stops the rest.
             let mut failed = None;
@@ -132,6 +149,8 @@ pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
                     Metric::Count => infos.alloc.count,
                     Metric::Bytes => infos.alloc.sum,
                     Metric::Peak => infos.global_peak.max(0) as u64,
+                    Metric::Temporary => infos.temporary,
+                    Metric::Lifetime => (infos.lifetime.sum as f64 * ns_per_tick) as u64,
                     Metric::Leaked => 0,
                 };
                 if let Err(e) = push(stack, w, &mut samples) {

@@ -114,6 +114,12 @@ pub fn max_u64(a: &AtomicU64, v: u64) -> u64 {
     }
 }
 
+impl Default for RawSpin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl RawSpin {
     pub const fn new() -> Self {
         RawSpin {
@@ -284,6 +290,12 @@ impl<T> Drop for Guard<'_, T> {
 /// Saves `errno` and restores it when dropped: for the recorder's slow paths
 /// that call into libc or the kernel, so the program never sees their errors.
 pub struct ErrnoGuard(core::ffi::c_int);
+
+impl Default for ErrnoGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl ErrnoGuard {
     #[inline]

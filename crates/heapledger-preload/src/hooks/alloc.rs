@@ -92,6 +92,7 @@ fn on_alloc(
     st.note_stack_use(fp, id);
     st.moves[0] += cw;
     st.moves[1] += bw;
+    st.last_alloc = if sampled { 0 } else { p as u64 };
     st.note_blocks();
     let Some(mut c) = st.stacks.get(id) else {
         // (`with_counters` made room: not reached.)
@@ -247,6 +248,9 @@ fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         return;
     };
     c.add_free(e.size, cw, bw);
+    if e.addr == core::mem::take(&mut st.last_alloc) {
+        c.add_temporary(cw);
+    }
     // A block without a time (`--stack none`, or not timed: see
     // `LIFETIME_HEAD`) has no lifetime, even when this free's own duration
     // is measured and `now` was read for it.

@@ -39,6 +39,10 @@ pub struct ThreadState {
     /// Recorded allocations and their bytes, frees and theirs (the
     /// timeline's rates; sampled ones weighed as in the level).
     pub moves: [u64; 4],
+    /// The block this thread allocated last, while it is alive (0 once it
+    /// or any other block is released here, and in `--sample-every` mode):
+    /// released, it is a temporary block (`Totals::temporary`).
+    pub last_alloc: u64,
     /// The timeline's bucket (`timeline::EPOCH`) of `seg_high`, and the
     /// most blocks of this thread's (allocated less freed) alive in it.
     seg_epoch: u32,
@@ -232,6 +236,7 @@ impl ThreadState {
     pub(super) fn forget_counts(&mut self) {
         self.stats = [(0, 0, 0); AllocFn::COUNT];
         self.moves = [0; 4];
+        self.last_alloc = 0;
         self.mem_ops = 0;
         self.stacks = StackMap::new();
         self.sizes = SizeHistogram::new();
@@ -277,6 +282,7 @@ impl ThreadState {
             frozen: AtomicBool::new(false),
             stats: [(0, 0, 0); AllocFn::COUNT],
             moves: [0; 4],
+            last_alloc: 0,
             seg_epoch: 0,
             seg_high: 0,
             mem_ops: 0,

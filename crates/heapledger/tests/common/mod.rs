@@ -327,6 +327,7 @@ pub struct Site {
     pub global_peak: i64,
     pub realloc_count: u64,
     pub realloc_sum_delta: i64,
+    pub temporary: u64,
 }
 
 pub fn site(p: &Profile, function: &str, line: u32) -> Site {
@@ -341,6 +342,7 @@ pub fn site(p: &Profile, function: &str, line: u32) -> Site {
         s.global_peak += i.global_peak;
         s.realloc_count += i.realloc_count;
         s.realloc_sum_delta += i.realloc_sum_delta;
+        s.temporary += i.temporary;
     }
     s
 }

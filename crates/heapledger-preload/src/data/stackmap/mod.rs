@@ -6,7 +6,7 @@
 //!
 //! An entry (`PerStack`, 112 bytes) holds what every allocation and free
 //! of the stack touches: the counts (32 bits), byte sums, size range (32
-//! bits), lifetimes, and the bytes alive with their share at the peak. The
+//! bits), lifetimes, temporary blocks, and the bytes alive with their share at the peak. The
 //! rest is in a rare record (`Rare`), made on first use: mmap and munmap,
 //! zero-sized and realloc calls, and what does not fit 32 bits (a count
 //! past 2^32, whose high part moves there; sizes of 4 GiB and more, whose
@@ -56,7 +56,8 @@ pub struct PerStack {
     /// Position of the rare record, plus one (0: none yet).
     rare: u32,
     id: StackId,
-    _pad: u32,
+    /// Low 32 bits of the temporary blocks' count (see `Totals::temporary`).
+    temp_count: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<PerStack>() == 112);
@@ -82,7 +83,7 @@ impl PerStack {
             free_max: 0,
             rare: 0,
             id,
-            _pad: 0,
+            temp_count: 0,
         }
     }
 
@@ -135,6 +136,7 @@ struct Rare {
     alloc_hi: u64,
     free_hi: u64,
     life_hi: u64,
+    temp_hi: u64,
     /// Range of the sizes of `BIG` bytes and more (min, max; `u64::MAX`
     /// and 0 while there is none).
     alloc_big: (u64, u64),
@@ -330,6 +332,7 @@ impl StackMap {
         let alloc_count = ps.alloc_count as u64 + r.alloc_hi;
         let free_count = ps.free_count as u64 + r.free_hi;
         let life_count = ps.life_count as u64 + r.life_hi;
+        let temporary = ps.temp_count as u64 + r.temp_hi;
         let alloc = (ps.alloc_min, ps.alloc_max);
         let free = (ps.free_min, ps.free_max);
         let mut t = heapledger_wire::Totals {
@@ -341,6 +344,7 @@ impl StackMap {
             zeros: r.zeros,
             realloc_count: r.realloc_count,
             realloc_delta: r.realloc_delta,
+            temporary,
         };
         if life_count != 0 {
             t.lifetime = MinMaxSum {
@@ -376,6 +380,7 @@ impl StackMap {
             alloc_hi: hi(t.alloc.count),
             free_hi: hi(t.free.count),
             life_hi: hi(t.lifetime.count),
+            temp_hi: hi(t.temporary),
             alloc_big,
             free_big,
         };
@@ -384,7 +389,7 @@ impl StackMap {
             || t.zeros != 0
             || t.realloc_count != 0
             || t.realloc_delta != 0
-            || (rare.alloc_hi | rare.free_hi | rare.life_hi) != 0
+            || (rare.alloc_hi | rare.free_hi | rare.life_hi | rare.temp_hi) != 0
             || alloc.1 == BIG
             || free.1 == BIG;
         let mut ri = self.vals[at].rare;
@@ -422,7 +427,7 @@ impl StackMap {
             free_max: free.1,
             rare: ri,
             id: ps.id,
-            _pad: 0,
+            temp_count: lo(t.temporary),
         };
         true
     }

@@ -127,6 +127,17 @@ impl Slot<'_> {
         }
     }
 
+    /// `cw` temporary blocks (`Totals::temporary`).
+    #[inline(always)]
+    pub fn add_temporary(&mut self, cw: u64) {
+        if bump(&mut self.ps.temp_count, cw) {
+            let c = self.ps.temp_count;
+            if let Some(r) = self.rare() {
+                r.temp_hi += hi_of(c, cw) << 32;
+            }
+        }
+    }
+
     #[cold]
     pub fn add_zeros(&mut self, n: u64) {
         if let Some(r) = self.rare() {
