@@ -438,3 +438,42 @@ pub fn assert_profile_with_allocations(out: &Path, what: &str) -> Profile {
     );
     p
 }
+
+/// `node`, Chromium, and the npm packages of `tests/web` (speedscope,
+/// playwright-core, ajv), installed there with `npm ci` from its lock file
+/// when missing: the tests that judge pages and exports in a real browser
+/// need them. Returns the web directory and Chromium's path.
+pub fn web_tools() -> (PathBuf, PathBuf) {
+    require_tool("node", "nodejs");
+    require_tool("npm", "npm");
+    let chromium = require_tool("chromium", "chromium");
+    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web");
+    // One installer at a time (tests run in parallel): a lock directory.
+    let lock = web.join(".npm-ci.lock");
+    let started = std::time::Instant::now();
+    while std::fs::create_dir(&lock).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "{} stayed locked for 10 minutes; remove it",
+            lock.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ready = web.join("node_modules/.package-lock.json").is_file();
+    let outcome = (!ready).then(|| {
+        let mut c = Command::new("npm");
+        c.args(["ci", "--no-audit", "--no-fund"]).current_dir(&web);
+        run(c, Duration::from_secs(600))
+    });
+    let _ = std::fs::remove_dir(&lock);
+    if let Some(o) = outcome {
+        assert_eq!(
+            o.code,
+            Some(0),
+            "`npm ci` in {} failed (the tests need the npm registry once):\n{}",
+            web.display(),
+            o.stderr
+        );
+    }
+    (web, chromium)
+}
