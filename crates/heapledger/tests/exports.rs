@@ -348,58 +348,71 @@ fn flame_graph_frames_are_the_call_trees_nodes() {
     compile("cc", &["basic.c"], SITE_FLAGS, &exe);
     let _ = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
     let store = dir.join("p.sqlite");
-    let svg = dir.join("p.svg");
-    let o = heapledger(&[
-        "export".as_ref(),
-        store.as_os_str(),
-        "--format".as_ref(),
-        "flamegraph".as_ref(),
-        "--metric".as_ref(),
-        "count".as_ref(),
-        "-o".as_ref(),
-        svg.as_os_str(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = std::fs::read_to_string(&svg).unwrap();
-    let mut frames: Vec<(String, u64)> = text
-        .split("<title>")
-        .skip(1)
-        .filter_map(|t| {
-            let t = &t[..t.find("</title>")?];
-            let (name, rest) = t.rsplit_once(" (")?;
-            let n: u64 = rest
-                .split_whitespace()
-                .next()?
-                .replace(',', "")
-                .parse()
-                .ok()?;
-            (name != "all").then(|| (name.to_owned(), n))
-        })
-        .collect();
-    let o = heapledger(&[
-        "tree".as_ref(),
-        store.as_os_str(),
-        "--metric".as_ref(),
-        "count".as_ref(),
-        "--json".as_ref(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let tree: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    fn walk(n: &serde_json::Value, out: &mut Vec<(String, u64)>) {
-        let incl = n["incl_direct"].as_u64().unwrap();
-        if incl > 0 {
-            out.push((n["routine"].as_str().unwrap().to_owned(), incl));
+    // The callers' view is the bottom-up tree.
+    for inverted in [false, true] {
+        let svg = dir.join("p.svg");
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "export".as_ref(),
+            store.as_os_str(),
+            "--format".as_ref(),
+            "flamegraph".as_ref(),
+            "--metric".as_ref(),
+            "count".as_ref(),
+            "-o".as_ref(),
+            svg.as_os_str(),
+        ];
+        if inverted {
+            args.push("--inverted".as_ref());
         }
-        for c in n["children"].as_array().unwrap() {
-            walk(c, out);
+        let o = heapledger(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        let mut frames: Vec<(String, u64)> = text
+            .split("<title>")
+            .skip(1)
+            .filter_map(|t| {
+                let t = &t[..t.find("</title>")?];
+                let (name, rest) = t.rsplit_once(" (")?;
+                let n: u64 = rest
+                    .split_whitespace()
+                    .next()?
+                    .replace(',', "")
+                    .parse()
+                    .ok()?;
+                (name != "all").then(|| (name.to_owned(), n))
+            })
+            .collect();
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "tree".as_ref(),
+            store.as_os_str(),
+            "--metric".as_ref(),
+            "count".as_ref(),
+            "--limit".as_ref(),
+            "0".as_ref(),
+            "--json".as_ref(),
+        ];
+        if inverted {
+            args.push("--bottom-up".as_ref());
         }
+        let o = heapledger(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let tree: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        fn walk(n: &serde_json::Value, out: &mut Vec<(String, u64)>) {
+            let incl = n["incl_direct"].as_u64().unwrap();
+            if incl > 0 {
+                out.push((n["routine"].as_str().unwrap().to_owned(), incl));
+            }
+            for c in n["children"].as_array().unwrap() {
+                walk(c, out);
+            }
+        }
+        let mut nodes = Vec::new();
+        for r in tree["roots"].as_array().unwrap() {
+            walk(r, &mut nodes);
+        }
+        frames.sort();
+        nodes.sort();
+        assert!(nodes.len() > 5, "{nodes:?}");
+        assert_eq!(frames, nodes, "inverted: {inverted}");
     }
-    let mut nodes = Vec::new();
-    for r in tree["roots"].as_array().unwrap() {
-        walk(r, &mut nodes);
-    }
-    frames.sort();
-    nodes.sort();
-    assert!(nodes.len() > 5, "{nodes:?}");
-    assert_eq!(frames, nodes);
 }
