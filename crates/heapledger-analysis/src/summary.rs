@@ -428,7 +428,7 @@ fn degraded_line(d: &heapledger_profile::Degraded, tps: u64) -> String {
 /// The printed form of one address. A frame without a function name is
 /// named by its address, with its module (`0x65072c  ??  (python3.11)`),
 /// never a bare `??`.
-fn site_of(profile: &Profile, addr: Addr) -> Site {
+pub fn site_of(profile: &Profile, addr: Addr) -> Site {
     let site = profile.resolve_addr(addr);
     let library = profile.module_name(addr, site).to_owned();
     match site {
@@ -510,6 +510,11 @@ pub fn format_duration(s: f64) -> String {
     } else {
         format!("{s:.2} s")
     }
+}
+
+/// The allocation site of a stack (see `site_of_stack`).
+pub fn allocation_site(profile: &Profile, stack: &[Addr]) -> Option<Site> {
+    site_of_stack(profile, stack).map(|s| s.0)
 }
 
 /// The allocation site of a stack: its leaf frame, inline frames included,

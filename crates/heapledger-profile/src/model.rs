@@ -13,7 +13,7 @@ use crate::ext::HeapledgerExt;
 use crate::memstats::MemStats;
 use crate::scatter::Scatter;
 use crate::sites::Sites;
-use crate::stacks::{Leak, Stacks};
+use crate::stacks::{Leak, LeakBlocks, Stacks};
 use crate::threads::ThreadStats;
 use crate::timeline::Timeline;
 
@@ -56,6 +56,11 @@ pub struct Profile {
     /// heapledger's own data; absent in files written by MALT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heapledger: Option<HeapledgerExt>,
+    /// The blocks alive at exit one by one, with their pointers, where the
+    /// recorder wrote them: kept in the profile store (`heapledger leaks`
+    /// reads them), never in the JSON.
+    #[serde(skip)]
+    pub leak_blocks: LeakBlocks,
 }
 
 impl Profile {
@@ -76,6 +81,7 @@ impl Profile {
             leaks: Vec::new(),
             domains: Domains::default(),
             heapledger: None,
+            leak_blocks: LeakBlocks::default(),
         }
     }
 }

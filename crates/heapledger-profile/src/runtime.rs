@@ -67,6 +67,17 @@ const RUNTIME_LIBRARIES: &[&str] = &[
 /// Basename prefixes of profilers' own libraries, whose frames say nothing.
 const PROFILER_LIBRARIES: &[&str] = &["libmalt", "libheapledger"];
 
+/// The functions that allocate for the runtime itself (see the module
+/// documentation), as `heapledger leaks --print-suppressions` lists them.
+pub fn runtime_functions() -> &'static [&'static str] {
+    RUNTIME_FUNCTIONS
+}
+
+/// Base name prefixes of the runtime's libraries.
+pub fn runtime_libraries() -> &'static [&'static str] {
+    RUNTIME_LIBRARIES
+}
+
 /// Whether `binary` (a path) is one of the C/C++ runtime's libraries.
 pub fn is_runtime_library(binary: &str) -> bool {
     let name = basename(binary);

@@ -175,6 +175,28 @@ pub struct Leak {
     pub memory: u64,
 }
 
+/// A block alive at exit, with its pointer (see [`LeakBlocks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeakBlock {
+    /// Its entry in `leaks` (which holds its stack).
+    pub leak: u32,
+    /// Its address in the process.
+    pub ptr: u64,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// The blocks alive at exit one by one, as the recorder wrote them: at
+/// most 2^20 (the rest counted in `omitted`); none in a checkpoint, a
+/// JSON profile or a merge of processes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LeakBlocks {
+    /// By leak, then by address.
+    pub blocks: Vec<LeakBlock>,
+    /// Blocks alive past the recorder's limit, not written one by one.
+    pub omitted: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

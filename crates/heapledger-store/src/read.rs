@@ -1,11 +1,14 @@
 //! Reading a store: its processes, and one process's profile.
 
 use crate::codec::{decode_columns, unzigzag, BLOCK_ROWS};
-use crate::schema::{FORMAT, LEAK_COLUMNS, NODE_COLUMNS, STACK_COLUMNS, VERSION};
+use crate::schema::{
+    FORMAT, LEAK_BLOCK_COLUMNS, LEAK_COLUMNS, NODE_COLUMNS, STACK_COLUMNS, VERSION,
+};
 use crate::tree::Nodes;
 use crate::StoreError;
 use heapledger_profile::{
-    Addr, AddrSpace, InstrEntry, Leak, MinMaxSum, Profile, StackInfos, StackStat, StringId,
+    Addr, AddrSpace, InstrEntry, Leak, LeakBlock, LeakBlocks, MinMaxSum, Profile, StackInfos,
+    StackStat, StringId,
 };
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::path::Path;
@@ -324,9 +327,47 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The blocks alive at the end of process `pid` one by one, with their
+    /// pointers (none in a store from before they were kept, nor for a
+    /// process killed before its end).
+    pub fn leak_blocks(&self, pid: u32) -> Result<LeakBlocks, StoreError> {
+        let leaks: i64 = self.conn.query_row(
+            "SELECT coalesce(sum(rows), 0) FROM block WHERE pid = ?1 AND kind = 'leak'",
+            params![pid],
+            |r| r.get(0),
+        )?;
+        let mut out = LeakBlocks::default();
+        let (mut leak, mut ptr) = (0i64, 0i64);
+        self.blocks(pid, "leak_block", LEAK_BLOCK_COLUMNS, |v, n| {
+            for i in 0..n {
+                leak = leak.wrapping_add(unzigzag(v[i]));
+                ptr = ptr.wrapping_add(unzigzag(v[n + i]));
+                if !(0..leaks).contains(&leak) {
+                    return Err(corrupt("a block alive names a leak it does not hold"));
+                }
+                // (The recorder writes at most 2^20.)
+                if out.blocks.len() >= 1 << 20 {
+                    return Err(corrupt("it lists more blocks alive than a recorder writes"));
+                }
+                out.blocks.push(LeakBlock {
+                    leak: leak as u32,
+                    ptr: ptr as u64,
+                    size: v[2 * n + i],
+                });
+            }
+            Ok(())
+        })?;
+        if let Some(omitted) = self.section::<u64>(pid, "leakBlocksOmitted")? {
+            out.omitted = omitted;
+        }
+        Ok(out)
+    }
+}
+
 /// What gives a process's stacks one by one (see [`Store::head`]).
 pub struct StackStream {
-    pid: u32,
+    pub pid: u32,
     nodes: Nodes,
     addrs: Vec<Addr>,
 }

@@ -64,3 +64,9 @@ pub const STACK_COLUMNS: usize = 28;
 /// `leak` blocks: per stack with blocks alive at the end, its node (the
 /// difference from the leak before, zigzagged), the blocks and the bytes.
 pub const LEAK_COLUMNS: usize = 3;
+
+/// `leak_block` blocks: per block alive at exit (at most 2^20 of them,
+/// the section `leakBlocksOmitted` counting the rest), its leak (a row of
+/// the `leak` blocks, from 0) and its address, each the difference from
+/// the block before (zigzagged), and its size; by leak, then address.
+pub const LEAK_BLOCK_COLUMNS: usize = 3;

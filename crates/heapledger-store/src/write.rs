@@ -1,7 +1,9 @@
 //! Writing a store: processes added one by one, in one transaction.
 
 use crate::codec::{encode_columns, zigzag, BLOCK_ROWS};
-use crate::schema::{FORMAT, LEAK_COLUMNS, NODE_COLUMNS, SCHEMA, STACK_COLUMNS, VERSION};
+use crate::schema::{
+    FORMAT, LEAK_BLOCK_COLUMNS, LEAK_COLUMNS, NODE_COLUMNS, SCHEMA, STACK_COLUMNS, VERSION,
+};
 use crate::tree;
 use crate::StoreError;
 use heapledger_profile::{Addr, AddrSpace, MinMaxSum, Profile, StackInfos};
@@ -201,7 +203,19 @@ impl Writer {
             out[1] = p.leaks[i].count;
             out[2] = p.leaks[i].memory;
         })?;
+        let lb = &p.leak_blocks.blocks;
+        let (mut prev_leak, mut prev_ptr) = (0i64, 0i64);
+        put_blocks("leak_block", LEAK_BLOCK_COLUMNS, lb.len(), &mut |i, out| {
+            let b = lb[i];
+            out[0] = zigzag(i64::from(b.leak) - prev_leak);
+            out[1] = zigzag((b.ptr as i64).wrapping_sub(prev_ptr));
+            out[2] = b.size;
+            (prev_leak, prev_ptr) = (i64::from(b.leak), b.ptr as i64);
+        })?;
         drop(blocks);
+        if p.leak_blocks.omitted > 0 {
+            put_section(c, pid, "leakBlocksOmitted", &p.leak_blocks.omitted)?;
+        }
 
         put_section(c, pid, "run", &p.run)?;
         put_section(c, pid, "config", &p.config)?;

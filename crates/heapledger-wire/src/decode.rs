@@ -75,6 +75,10 @@ pub struct Dump {
     /// Each thread's deepest stack at an allocation ([`Tag::StackUse`]):
     /// thread number (u64::MAX: the ended threads' row), bytes, stack id.
     pub stack_use: Vec<(u64, u64, u64)>,
+    /// The blocks alive at the end ([`Tag::LeakBlock`]): stack id, address,
+    /// size; and how many more there were ([`Tag::LeakBlocksOmitted`]).
+    pub leak_blocks: Vec<(u64, u64, u64)>,
+    pub leak_blocks_omitted: u64,
 }
 
 /// One executable mapping of a module the process had loaded at some point.
@@ -429,6 +433,8 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 d.timeline = Some((step.max(1), points));
             }
             Tag::StackUse => d.stack_use.push((r.u()?, r.u()?, r.u()?)),
+            Tag::LeakBlock => d.leak_blocks.push((r.u()?, r.u()?, r.u()?)),
+            Tag::LeakBlocksOmitted => d.leak_blocks_omitted += r.u()?,
             Tag::Scatter => {
                 let which = r.u()?;
                 let n = r.u()?;

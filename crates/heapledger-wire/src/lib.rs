@@ -242,6 +242,12 @@ pub enum Tag {
     /// the row of ended threads merged), the bytes of its stack in use
     /// above the hook's frame, and the stack id of that allocation
     StackUse = 21,
+    /// a block alive at the end (final dumps only, after the `Leak`
+    /// records): its stack id, address and size
+    LeakBlock = 22,
+    /// blocks alive at the end not written as `LeakBlock` records (past
+    /// the recorder's limit): how many
+    LeakBlocksOmitted = 23,
     /// end of dump
     End = 0xff,
 }
@@ -270,6 +276,8 @@ impl Tag {
             19 => Tag::Timeline,
             20 => Tag::Scatter,
             21 => Tag::StackUse,
+            22 => Tag::LeakBlock,
+            23 => Tag::LeakBlocksOmitted,
             0xff => Tag::End,
             _ => return None,
         })

@@ -186,6 +186,40 @@ enum Command {
         #[arg(long, value_enum, default_value = "bytes")]
         metric: crate::tree::Metric,
     },
+    /// The blocks still allocated at exit, in SoHook's leak report layout:
+    /// totals, then each leak with its pointer, size, library and
+    /// backtrace; the C/C++ runtime's own blocks and LeakSanitizer
+    /// suppressions left out.
+    Leaks {
+        /// The profile (not needed with --print-suppressions).
+        #[arg(required_unless_present = "print_suppressions")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        which: Which,
+        /// One entry per block (its pointer and size) instead of one per
+        /// stack.
+        #[arg(long)]
+        each: bool,
+        /// A LeakSanitizer suppressions file (`leak:PATTERN` lines: a
+        /// pattern found in a frame's function, file or library takes the
+        /// leak out; `*`, `^` and `$` as LeakSanitizer reads them); may be
+        /// given more than once.
+        #[arg(long, value_name = "FILE")]
+        suppressions: Vec<PathBuf>,
+        /// Print the built-in suppressions (the C/C++ runtime's own
+        /// blocks) and exit.
+        #[arg(long)]
+        print_suppressions: bool,
+        /// Show the C/C++ runtime's own blocks too.
+        #[arg(long)]
+        no_builtin_suppressions: bool,
+        /// Frames shown per backtrace (0: all).
+        #[arg(long, default_value_t = 16)]
+        frames: usize,
+        /// Entries shown (0: all).
+        #[arg(long, default_value_t = 0)]
+        top: usize,
+    },
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
@@ -473,6 +507,34 @@ pub fn main() -> Result<u8> {
             }
             after(&file, &o);
             Ok(u8::from(over))
+        }
+        Command::Leaks {
+            file,
+            which,
+            each,
+            suppressions,
+            print_suppressions,
+            no_builtin_suppressions,
+            frames,
+            top,
+        } => {
+            if print_suppressions {
+                print!("{}", crate::leaks::builtin_suppressions());
+                return Ok(0);
+            }
+            let file = file.expect("required by clap");
+            let sups = crate::leaks::read_suppressions(&suppressions)?;
+            let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
+            let opts = crate::leaks::LeakOptions {
+                each,
+                frames,
+                top,
+                no_builtin: no_builtin_suppressions,
+            };
+            let text = crate::leaks::report(&o, &sups, &opts)?;
+            std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+            after(&file, &o);
+            Ok(0)
         }
         Command::Report {
             file,

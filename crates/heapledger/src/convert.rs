@@ -349,7 +349,34 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             }
         }
     }
-    p.leaks.sort_by_key(|l| std::cmp::Reverse(l.memory));
+    // Largest first; then each block alive, in its leak's entry, by
+    // address (the blocks of a merged stack in the entry of the merge).
+    let mut order: Vec<usize> = (0..p.leaks.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(p.leaks[i].memory));
+    let mut rank = vec![0u32; order.len()];
+    for (to, &from) in order.iter().enumerate() {
+        rank[from] = to as u32;
+    }
+    let mut leaks: Vec<Option<mp::Leak>> =
+        std::mem::take(&mut p.leaks).into_iter().map(Some).collect();
+    p.leaks = order
+        .iter()
+        .map(|&i| leaks[i].take().expect("each once"))
+        .collect();
+    let mut blocks: Vec<mp::LeakBlock> = d
+        .leak_blocks
+        .iter()
+        .filter_map(|&(stack, ptr, size)| {
+            let at = id_map.get(&stack)?;
+            let leak = rank[*leak_of.get(at)?];
+            Some(mp::LeakBlock { leak, ptr, size })
+        })
+        .collect();
+    blocks.sort_unstable_by_key(|b| (b.leak, b.ptr));
+    p.leak_blocks = mp::LeakBlocks {
+        blocks,
+        omitted: d.leak_blocks_omitted,
+    };
 
     for t in &d.threads {
         let mut ts = mp::ThreadStats {

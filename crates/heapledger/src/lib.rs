@@ -22,6 +22,7 @@ pub mod date;
 pub mod diff;
 pub mod dumps;
 pub mod export;
+pub mod leaks;
 pub mod live;
 pub mod maps;
 pub mod options;

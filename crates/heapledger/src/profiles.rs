@@ -37,6 +37,18 @@ pub struct Opened {
 }
 
 impl Opened {
+    /// The blocks alive at exit one by one, with their pointers, where the
+    /// store holds them (not for a JSON profile, nor a merge of processes).
+    pub fn leak_blocks(&self) -> Result<Option<heapledger_profile::LeakBlocks>> {
+        match &self.stream {
+            Some((store, stream, path)) => store
+                .leak_blocks(stream.pid)
+                .map(Some)
+                .map_err(|e| anyhow!("`{}` {e}", path.display())),
+            None => Ok(None),
+        }
+    }
+
     /// Calls `f` on every stack of the profile (frames innermost first):
     /// from the store as they are read, where the profile was opened
     /// without them, without holding them all.
@@ -285,4 +297,26 @@ pub fn merge(mut profiles: Vec<Profile>) -> Profile {
     }
     base.fill_malt_totals();
     base
+}
+
+/// A small text file read whole (suppressions): only a regular file, of
+/// at most `limit` bytes, in UTF-8; anything else is an error naming what
+/// it is.
+pub fn read_small_text(path: &Path, limit: u64) -> Result<String> {
+    use std::io::Read;
+    let m = std::fs::metadata(path).map_err(|e| anyhow!("cannot be read: {e}"))?;
+    if !m.is_file() {
+        bail!("is not a regular file");
+    }
+    if m.len() > limit {
+        bail!("is larger than {limit} bytes");
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(|e| anyhow!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > limit {
+        bail!("is larger than {limit} bytes");
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow!("is not text (UTF-8)"))
 }

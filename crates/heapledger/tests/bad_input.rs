@@ -642,13 +642,14 @@ fn measured(dir: &Path, args: &[&std::ffi::OsStr]) -> Measured {
 /// build holds about 6 MiB) and a few MiB more.
 const REFUSAL_RSS_KIB: i64 = 24 << 10;
 
-/// `report`, `tree` and `export` (both formats) on `file` each fail within
+/// `report`, `tree`, `leaks` and `export` (both formats) on `file` each fail within
 /// a second and [`REFUSAL_RSS_KIB`], with one line on stderr that names the
 /// file and says each of `words`; export writes nothing.
 pub(crate) fn every_reader_refuses(tmp: &TempDir, file: &Path, words: &[&str]) {
-    let commands: [&[&str]; 4] = [
+    let commands: [&[&str]; 5] = [
         &["report"],
         &["tree"],
+        &["leaks"],
         &["export", "--format", "callgrind"],
         &["export", "--format", "malt"],
     ];

@@ -90,7 +90,7 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         max_threads,
         unrecorded: UNRECORDED.load(Ordering::Relaxed),
     };
-    rest(e, g, &leaks, &totals, start_ticks);
+    rest(e, g, &leaks, &totals, start_ticks, true);
 }
 
 /// What a checkpoint takes while the threads are held out of their hooks
@@ -145,7 +145,7 @@ pub(super) fn encode_snapshot(e: &mut Encoder<FileSink>, snap: Snapshot, ckpt: C
     let stackless = config::get().stack_mode == heapledger_wire::StackMode::None;
     let maps = [snap.base.as_ref(), Some(&snap.g.merged)];
     write_stacks(e, &maps, snap.totals.epoch, stackless);
-    rest(e, snap.g, &snap.leaks, &snap.totals, start_ticks);
+    rest(e, snap.g, &snap.leaks, &snap.totals, start_ticks, false);
 }
 
 /// The header (with `ckpt` after it, for a checkpoint), the modules, the
@@ -239,6 +239,7 @@ fn rest(
     leaks: &[(u64, u64)],
     t: &Totals,
     start_ticks: u64,
+    blocks: bool,
 ) {
     let Gathered {
         mut threads,
@@ -292,6 +293,9 @@ fn rest(
             e.u(b);
         }
     }
+    if blocks {
+        leak_blocks(e);
+    }
     super::about::encode(e);
     timeline(e);
     e.globals(&Globals {
@@ -310,6 +314,30 @@ fn rest(
         e.degraded(&d);
     }
     e.tag(Tag::End);
+}
+
+/// Blocks alive at the end written one by one, for `heapledger leaks
+/// --each` (their pointers): at most this many.
+const LEAK_BLOCKS: u64 = 1 << 20;
+
+/// Each block alive, as the live table holds it (stack, address, size),
+/// written straight from the table (a final dump only: a checkpoint,
+/// taken while the threads wait, writes the counts per stack alone).
+fn leak_blocks(e: &mut Encoder<FileSink>) {
+    let mut n = 0u64;
+    live::for_each_block(|b| {
+        if n < LEAK_BLOCKS {
+            e.tag(Tag::LeakBlock);
+            e.u(b.stack as u64);
+            e.u(b.addr);
+            e.u(b.size);
+        }
+        n += 1;
+    });
+    if n > LEAK_BLOCKS {
+        e.tag(Tag::LeakBlocksOmitted);
+        e.u(n - LEAK_BLOCKS);
+    }
 }
 
 /// The timeline's buckets so far (`data::timeline`).
