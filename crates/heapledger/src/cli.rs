@@ -185,6 +185,13 @@ enum Command {
         /// What weighs the differential flame graph.
         #[arg(long, value_enum, default_value = "bytes")]
         metric: crate::tree::Metric,
+        /// text (the default), json (as --json), or flamegraph: the
+        /// differential flame graph alone, to -o (default diff.svg).
+        #[arg(long, value_enum, default_value = "text")]
+        format: DiffFormat,
+        /// Where `--format flamegraph` writes.
+        #[arg(short, long, value_name = "SVG")]
+        output: Option<PathBuf>,
     },
     /// The blocks still allocated at exit, in SoHook's leak report layout:
     /// totals, then each leak with its pointer, size, library and
@@ -233,6 +240,14 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
+}
+
+/// What `heapledger diff` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffFormat {
+    Text,
+    Json,
+    Flamegraph,
 }
 
 /// Which process of a profile store a reader shows.
@@ -444,12 +459,24 @@ pub fn main() -> Result<u8> {
             json,
             flamegraph,
             metric,
+            format,
+            output,
         } => {
             let load = crate::profiles::Load::Streamed;
             let b = crate::profiles::open(&base, crate::profiles::Pick::Main, load)?;
             let n = crate::profiles::open(&new, crate::profiles::Pick::Main, load)?;
+            if format == DiffFormat::Flamegraph {
+                let svg = output.unwrap_or_else(|| PathBuf::from("diff.svg"));
+                crate::output::check_writable(Some(&svg))?;
+                crate::export::differential(&b, &n, metric, &svg)?;
+                eprintln!(
+                    "heapledger: differential flame graph written to {}",
+                    svg.display()
+                );
+                return Ok(0);
+            }
             let rows = crate::diff::rows(&b, &n)?;
-            let text = if json {
+            let text = if json || format == DiffFormat::Json {
                 format!("{:#}\n", crate::diff::to_json(&rows))
             } else {
                 crate::diff::to_text(&rows, top)

@@ -777,3 +777,105 @@ fn readers_report_impossible_values_as_damage_in_one_short_line() {
         every_reader_refuses(&tmp, &f, &words);
     }
 }
+
+/// Every command that reads profiles (issue 32), given a missing file, a
+/// device, random bytes or a truncated store, as each of its profiles,
+/// says so in one line naming the file and exits non-zero; given an
+/// unknown option, one line too.
+#[test]
+fn every_command_refuses_bad_profiles_in_one_line() {
+    let tmp = TempDir::new("every-command");
+    let good = tmp.join("good.sqlite");
+    let o = heapledger_cmd([
+        "run".as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        good.as_os_str(),
+        "--".as_ref(),
+        "true".as_ref(),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let random = tmp.join("random.bin");
+    std::fs::write(
+        &random,
+        (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let truncated = tmp.join("truncated.sqlite");
+    let bytes = std::fs::read(&good).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let missing = tmp.join("missing.sqlite");
+    let out = tmp.join("out");
+    let o = |s: &str| -> std::ffi::OsString { s.into() };
+    for bad in [
+        missing.as_path(),
+        Path::new("/dev/zero"),
+        &random,
+        &truncated,
+    ] {
+        let b = bad.as_os_str().to_owned();
+        let g = good.as_os_str().to_owned();
+        let runs: Vec<Vec<std::ffi::OsString>> = vec![
+            vec![o("report"), b.clone()],
+            vec![o("tree"), b.clone()],
+            vec![o("leaks"), b.clone()],
+            vec![o("check"), b.clone(), o("--max-peak"), o("1")],
+            vec![o("diff"), b.clone(), g.clone()],
+            vec![o("diff"), g.clone(), b.clone()],
+            vec![
+                o("export"),
+                b.clone(),
+                o("--format"),
+                o("pprof"),
+                o("-o"),
+                out.clone().into(),
+            ],
+            vec![
+                o("export"),
+                b.clone(),
+                o("--format"),
+                o("speedscope"),
+                o("-o"),
+                out.clone().into(),
+            ],
+            vec![
+                o("export"),
+                b.clone(),
+                o("--format"),
+                o("flamegraph"),
+                o("-o"),
+                out.clone().into(),
+            ],
+            vec![
+                o("export"),
+                b.clone(),
+                o("--format"),
+                o("folded"),
+                o("-o"),
+                out.clone().into(),
+            ],
+        ];
+        for args in runs {
+            let what = format!("heapledger {args:?}");
+            let r = heapledger_cmd(&args);
+            assert_no_panic(&r, &what);
+            assert!(
+                matches!(r.code, Some(c) if c != 0),
+                "{what}: exit {:?}",
+                r.code
+            );
+            assert_eq!(r.stderr_lines().len(), 1, "{what}: {}", r.stderr);
+            let name = bad.file_name().unwrap().to_string_lossy();
+            assert!(r.stderr.contains(name.as_ref()), "{what}: {}", r.stderr);
+            assert!(!out.exists(), "{what}: wrote {}", out.display());
+        }
+    }
+    for command in ["leaks", "check", "diff", "export", "recover"] {
+        let r = heapledger_cmd([command, "--no-such-option"]);
+        assert_no_panic(&r, command);
+        assert_eq!(r.code, Some(2), "{command}: {}", r.stderr);
+        assert_eq!(r.stderr_lines().len(), 1, "{command}: {}", r.stderr);
+    }
+}

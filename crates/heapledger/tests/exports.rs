@@ -279,6 +279,85 @@ fn diff_names_the_site_that_grew_and_only_it() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "No site changed.\n");
 }
 
+/// `heapledger diff` (issue 32) across two builds of one source, whose
+/// code lies at other addresses (a padding object linked first): the
+/// site that doubled and the one that disappeared are listed, exactly,
+/// and nothing else; `--format flamegraph` writes the differential flame
+/// graph alone.
+#[test]
+fn diff_matches_sites_across_builds() {
+    let dir = Scratch::new("diff-builds");
+    let pad = dir.join("pad.c");
+    std::fs::write(
+        &pad,
+        "void pad(void) { __asm__ volatile(\".skip 65536, 0x90\"); }\n",
+    )
+    .unwrap();
+    let (one, two) = (dir.join("grow1"), dir.join("grow2"));
+    compile("cc", &["grow.c"], SITE_FLAGS, &one);
+    compile("cc", &[pad.to_str().unwrap(), "grow.c"], SITE_FLAGS, &two);
+    let nm = |exe: &std::path::Path| {
+        let o = Command::new("nm").arg(exe).output().unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find(|l| l.ends_with(" T steady"))
+            .map(|l| l.split(' ').next().unwrap().to_owned())
+    };
+    assert_ne!(nm(&one), nm(&two), "the builds place steady() alike");
+    let (a, b) = (dir.join("a.sqlite"), dir.join("b.sqlite"));
+    for (out, exe, args) in [(&a, &one, &["10"][..]), (&b, &two, &["20", "gone"][..])] {
+        let o = heapledger_run("dwarf", out, exe, args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = heapledger(&[
+        "diff".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sites: Vec<(String, u64, u64, u64, u64)> = j["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["function"].as_str().unwrap().to_owned(),
+                s["base"]["calls"].as_u64().unwrap(),
+                s["new"]["calls"].as_u64().unwrap(),
+                s["base"]["bytes"].as_u64().unwrap(),
+                s["new"]["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            ("grown".to_owned(), 10, 20, 1000, 2000),
+            ("gone".to_owned(), 5, 0, 150, 0),
+        ],
+        "{j}"
+    );
+    let svg = dir.join("d.svg");
+    let o = heapledger(&[
+        "diff".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--format".as_ref(),
+        "flamegraph".as_ref(),
+        "-o".as_ref(),
+        svg.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.stdout, b"");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("grown") && text.contains("gone"),
+        "no sites in the SVG"
+    );
+}
+
 /// `--collapse` (as `tree --collapse`): the flame graph of a recursive
 /// program draws each recursion once; the weights still add up.
 #[test]
