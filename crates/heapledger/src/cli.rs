@@ -227,6 +227,20 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         top: usize,
     },
+    /// Look at a profile in the browser: serves the viewer on 127.0.0.1
+    /// until Ctrl-C, its URL (with a random token) the first line on
+    /// standard output.
+    View {
+        file: PathBuf,
+        #[command(flatten)]
+        which: Which,
+        /// The port (0: any free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Do not open a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
@@ -561,6 +575,17 @@ pub fn main() -> Result<u8> {
             let text = crate::leaks::report(&o, &sups, &opts)?;
             std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
             after(&file, &o);
+            Ok(0)
+        }
+        Command::View {
+            file,
+            which,
+            port,
+            no_browser,
+        } => {
+            let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
+            after(&file, &o);
+            crate::view::serve(crate::view::Viewer::new(o), port, !no_browser)?;
             Ok(0)
         }
         Command::Report {

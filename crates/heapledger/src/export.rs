@@ -26,6 +26,8 @@ pub enum Format {
     /// pprof's gzipped profile.proto (go tool pprof, Pyroscope, Grafana),
     /// with Go's heap sample types.
     Pprof,
+    /// The viewer's pages in one self-contained HTML file.
+    Html,
 }
 
 impl Format {
@@ -43,6 +45,7 @@ impl Format {
             Format::Flamegraph => PathBuf::from(format!("{stem}.svg")),
             Format::Speedscope => PathBuf::from(format!("{stem}.speedscope.json")),
             Format::Pprof => PathBuf::from(format!("{stem}.pb.gz")),
+            Format::Html => PathBuf::from(format!("{stem}.html")),
         }
     }
 
@@ -60,6 +63,7 @@ impl Format {
             Format::Flamegraph => "flame graph",
             Format::Speedscope => "speedscope profile",
             Format::Pprof => "pprof profile",
+            Format::Html => "HTML report",
         }
     }
 }
@@ -336,6 +340,9 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
     if format == Format::Pprof {
         return crate::pprof::write(o, out);
     }
+    if format == Format::Html {
+        return crate::view::write_html(o, out);
+    }
     let profile = &o.profile;
     let samples = match format {
         Format::Folded | Format::Flamegraph | Format::Speedscope => {
@@ -343,44 +350,14 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
         }
         _ => None,
     };
-    let mut flame = None;
-    if format == Format::Flamegraph {
-        let samples = samples.as_ref().expect("made above");
-        let mut opts = flame_options(
-            format!(
-                "{}: {}{}",
-                profile.run.command,
-                weights.metric.name(),
-                if weights.inverted { ", callers" } else { "" }
-            ),
-            weights.metric,
-        );
-        // The callers' view is the bottom-up tree, drawn downwards.
-        let direction = if weights.inverted {
-            opts.direction = inferno::flamegraph::Direction::Inverted;
-            Direction::BottomUp
-        } else {
-            Direction::TopDown
-        };
-        // A quarter of inferno's narrowest frame, in weight.
-        let width = opts.image_width.unwrap_or(1200) as f64;
-        let min_weight =
-            (samples.total_weight() as f64 * opts.min_width / width / 4.0).floor() as u64;
-        let min_weight = min_weight.max(1);
-        let lines = match weights.collapse {
-            CollapseMode::None => {
-                pruned_lines(samples, direction == Direction::BottomUp, min_weight)
-            }
-            collapse => flame_lines(samples, collapse, direction, min_weight),
-        };
-        if lines.is_empty() {
-            anyhow::bail!(
-                "the profile has no stack with {} to draw",
-                weights.metric.name()
-            );
-        }
-        flame = Some((opts, lines));
-    }
+    let flame = match format {
+        Format::Flamegraph => Some(flamegraph_svg(
+            o,
+            samples.as_ref().expect("made above"),
+            weights,
+        )?),
+        _ => None,
+    };
     crate::output::write_whole(out, |f| {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
         match format {
@@ -400,21 +377,54 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
                 )?;
             }
             Format::Flamegraph => {
-                let (mut opts, lines) = flame.take().expect("made above");
-                inferno::flamegraph::from_lines(
-                    &mut opts,
-                    lines.iter().map(String::as_str),
-                    &mut w,
-                )
-                .map_err(|e| anyhow!("{e}"))?;
+                std::io::Write::write_all(&mut w, flame.as_ref().expect("made above"))?
             }
             Format::Malt => profile.write_to(&mut w).map_err(|e| anyhow!("{e}"))?,
             Format::Callgrind => heapledger_profile::callgrind::write(profile, &mut w)?,
-            Format::Pprof => unreachable!("written above"),
+            Format::Pprof | Format::Html => unreachable!("written above"),
         }
         std::io::Write::flush(&mut w)?;
         Ok(())
     })
+}
+
+/// The flame graph of `samples` (the profile's, weighed by
+/// `weights.metric`) as inferno's SVG.
+pub fn flamegraph_svg(o: &Opened, samples: &Samples, weights: Weights) -> Result<Vec<u8>> {
+    let mut opts = flame_options(
+        format!(
+            "{}: {}{}",
+            o.profile.run.command,
+            weights.metric.name(),
+            if weights.inverted { ", callers" } else { "" }
+        ),
+        weights.metric,
+    );
+    // The callers' view is the bottom-up tree, drawn downwards.
+    let direction = if weights.inverted {
+        opts.direction = inferno::flamegraph::Direction::Inverted;
+        Direction::BottomUp
+    } else {
+        Direction::TopDown
+    };
+    // A quarter of inferno's narrowest frame, in weight.
+    let width = opts.image_width.unwrap_or(1200) as f64;
+    let min_weight = (samples.total_weight() as f64 * opts.min_width / width / 4.0).floor() as u64;
+    let min_weight = min_weight.max(1);
+    let lines = match weights.collapse {
+        CollapseMode::None => pruned_lines(samples, direction == Direction::BottomUp, min_weight),
+        collapse => flame_lines(samples, collapse, direction, min_weight),
+    };
+    if lines.is_empty() {
+        anyhow::bail!(
+            "the profile has no stack with {} to draw",
+            weights.metric.name()
+        );
+    }
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(svg)
 }
 
 /// inferno's options with a title, the metric's unit and no randomness

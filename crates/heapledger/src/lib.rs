@@ -35,3 +35,4 @@ pub mod recover;
 pub mod run;
 pub mod symbolizer;
 pub mod tree;
+pub mod view;

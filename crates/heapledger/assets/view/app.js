@@ -1,0 +1,233 @@
+// heapledger's viewer: plain JavaScript, no build step. Served by
+// `heapledger view` (data from its /api/ under the page's token path) or
+// written into one file by `export --format html` (data embedded in
+// window.HEAPLEDGER_DATA, keyed like the API's paths).
+"use strict";
+
+const EMBEDDED = window.HEAPLEDGER_DATA || null;
+const METRICS = [
+  ["bytes", "bytes allocated"], ["count", "allocations"], ["peak", "bytes at peak"],
+  ["leaked", "bytes leaked"], ["temporary", "temporary allocations"], ["lifetime", "block lifetimes (ns)"],
+];
+const COLLAPSE = [["none", "not collapsed"], ["direct", "direct"], ["conservative", "conservative"], ["full", "full"]];
+
+async function api(path, kind) {
+  if (EMBEDDED) {
+    if (!(path in EMBEDDED)) throw new Error("this view is not in this file (open the profile with `heapledger view` for every view)");
+    return EMBEDDED[path];
+  }
+  const r = await fetch("api/" + path);
+  if (!r.ok) throw new Error(await r.text());
+  return kind === "text" ? r.text() : r.json();
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return "–";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0, v = n;
+  while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+  return i === 0 ? `${n} B` : `${v.toFixed(1)} ${u[i]}`;
+}
+function num(n) { return n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"); }
+function seconds(s) {
+  if (s === null || s === undefined) return "–";
+  return s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? `${(s * 1e3).toFixed(1)} ms` : `${s.toFixed(2)} s`;
+}
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+}
+function fill(select, options, value) {
+  select.replaceChildren(...options.map(([v, t]) => el("option", { value: v }, t)));
+  select.value = value;
+}
+function failed(where, err) {
+  where.replaceChildren(el("p", { class: "warning" }, String(err.message || err)));
+}
+
+// ---- Overview ----
+async function overview() {
+  const s = await api("summary");
+  const p = s.program;
+  document.getElementById("program").textContent = p.command || p.exe;
+  document.title = `heapledger: ${p.exe}`;
+  const exit = p.exit_signal ? `killed by signal ${p.exit_signal}` : p.exit_code !== null ? `exited with code ${p.exit_code}` : "exit unknown";
+  const leaks = s.alive_at_exit.by_the_program;
+  const t = s.temporary || {};
+  // [label, shown, detail, the exact number (a tooltip, and for tests)]
+  const cards = [
+    ["Program", p.exe, `${exit}, ${seconds(p.run_seconds)}`, ""],
+    ["Peak requested", bytes(s.peak.requested_bytes), s.peak.seconds !== null ? `at ${seconds(s.peak.seconds)}` : "", s.peak.requested_bytes],
+    ["Peak resident", bytes(s.peak.resident_bytes), "the kernel's count, the recorder's own included", s.peak.resident_bytes],
+    ["Peak virtual", bytes(s.peak.virtual_bytes), "", s.peak.virtual_bytes],
+    ["Allocations", num(s.allocations.count), bytes(s.allocations.bytes), s.allocations.count],
+    ["Leaked", bytes(leaks.bytes), `${num(leaks.count)} blocks (the C/C++ runtime's apart)`, leaks.bytes],
+    ["Temporary", t.count === null || t.count === undefined ? "not measured" : num(t.count),
+      t.count ? `${(100 * t.count / Math.max(1, s.allocations.count)).toFixed(1)}% of allocations` : "", t.count ?? ""],
+    ["Threads", num(s.threads.count), `at most ${num(s.threads.most_at_once)} at once`, s.threads.count],
+    ["Recording", s.recording ? `${s.recording.stack_mode} stacks` : "MALT file", s.recording && s.recording.sample_every ? `sampled 1 in ${s.recording.sample_every}` : "", ""],
+  ];
+  document.getElementById("cards").replaceChildren(...cards.map(([l, v, d, exact]) =>
+    el("div", { class: "card", "data-card": l, "data-exact": exact ?? "", title: exact === "" || exact === null ? "" : `${exact}` },
+      el("div", { class: "label" }, l), el("div", { class: "value" }, v), el("div", { class: "detail" }, d))));
+  const warn = [];
+  if (leaks.bytes > 0) warn.push([`The program left ${bytes(leaks.bytes)} in ${num(leaks.count)} blocks allocated at exit.`, "#tree?metric=leaked", "Where they were allocated"]);
+  if (t.count && t.count > 0.2 * s.allocations.count) warn.push([`${(100 * t.count / s.allocations.count).toFixed(0)}% of the allocations are temporary: freed before their thread allocated anything else; a local or reused buffer would spare them.`, "#flame?metric=temporary", "Their flame graph"]);
+  if (s.peak.resident_bytes && s.peak.requested_bytes !== null && s.peak.resident_bytes > 2 * s.peak.requested_bytes + (64 << 20))
+    warn.push([`Resident memory peaked at ${bytes(s.peak.resident_bytes)}, far above the ${bytes(s.peak.requested_bytes)} requested from malloc: memory mapped otherwise, fragmentation, or the recorder's own tables.`, "#timeline", "Memory over time"]);
+  if (s.recording && s.recording.degraded) warn.push([s.recording.degraded, "#overview", ""]);
+  if (s.recording && s.recording.truncated_stacks > 0) warn.push([`${num(s.recording.truncated_stacks)} stacks were cut at ${s.recording.max_depth} frames.`, "#tree", "The call tree"]);
+  document.getElementById("warnings").replaceChildren(...warn.map(([text, href, link]) =>
+    el("div", { class: "warning" }, text + " ", link ? el("a", { href }, link + " →") : "")));
+  const rows = (s.top_sites_by_bytes || []).map((x) => el("tr", {},
+    el("td", { class: "num" }, bytes(x.bytes)), el("td", { class: "num" }, num(x.calls)),
+    el("td", { class: "num" }, bytes(x.bytes_at_peak)),
+    el("td", { class: "mono" }, x.function), el("td", { class: "mono" }, x.location), el("td", {}, x.library)));
+  document.getElementById("sites").replaceChildren(
+    el("tr", {}, ...["bytes", "calls", "at peak", "function", "where", "library"].map((h) => el("th", {}, h))), ...rows);
+}
+
+// ---- Flame graph (inferno's SVG: zoom, search, tooltips) ----
+async function flame() {
+  const m = document.getElementById("flame-metric").value;
+  const inv = document.getElementById("flame-inverted").checked ? 1 : 0;
+  const c = document.getElementById("flame-collapse").value;
+  const frame = document.getElementById("flame-frame");
+  if (frame.dataset.shown === `${m},${inv},${c}`) return;
+  try {
+    let svg = await api(`flame?metric=${m}&inverted=${inv}&collapse=${c}`, "text");
+    // inferno's script keeps its zoom and search in the URL; a blob: URL
+    // has none to change, which would stop the script: without it then.
+    svg = svg.replaceAll("history.replaceState(", "(function(){try{history.replaceState.apply(history,arguments)}catch(e){}})(");
+    if (frame.dataset.url) URL.revokeObjectURL(frame.dataset.url);
+    const url = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
+    frame.dataset.url = url;
+    // The frame as tall as the graph, the page scrolled to its base (the
+    // roots; the top for the callers' view, drawn downwards).
+    const height = Number((svg.match(/<svg[^>]*\sheight="(\d+)"/) || [])[1] || 600);
+    frame.style.height = `${height + 24}px`;
+    frame.onload = () => {
+      const top = frame.getBoundingClientRect().top + window.scrollY;
+      window.scrollTo(0, inv ? top - 120 : top + height + 24 - window.innerHeight);
+    };
+    frame.src = url;
+    frame.dataset.shown = `${m},${inv},${c}`;
+  } catch (e) {
+    frame.removeAttribute("src");
+    frame.dataset.shown = "";
+    failed(frame.parentElement.querySelector(".controls"), e);
+  }
+}
+
+// ---- Call tree: expandable rows, stubs that jump to their target ----
+async function tree() {
+  const m = document.getElementById("tree-metric").value;
+  const d = document.getElementById("tree-direction").value;
+  const c = document.getElementById("tree-collapse").value;
+  const table = document.getElementById("tree-table");
+  let t;
+  try {
+    t = await api(`tree?metric=${m}&direction=${d}&collapse=${c}`);
+  } catch (e) { failed(table, e); return; }
+  document.getElementById("tree-total").textContent = `${t.direction}, ${t.mode} collapse: ${num(t.total)} ${t.metric} in all; nodes under 0.1% left out.`;
+  const head = el("tr", {}, el("th", {}, "In or under: direct (indirect)"), el("th", {}, "In only"), el("th", {}, "Level"), el("th", {}, "Routine"));
+  const body = [];
+  let id = 0;
+  // Open: the first two levels, and the heaviest path while it holds a
+  // fifth of the total (children come heaviest first).
+  function add(n, depth, parentRow, visible, hot) {
+    const rowId = `n${id++}`;
+    const stub = n.stub_to !== undefined;
+    const kids = n.children || [];
+    const open = kids.length > 0 && (depth < 2 || (hot && n.incl_direct + n.incl_indirect >= 0.2 * t.total));
+    const toggle = el("span", { class: "toggle" }, kids.length ? (open ? "▾" : "▸") : "");
+    const name = stub
+      ? el("span", { class: "stub" }, `${n.routine}... `, el("a", { "data-level": n.stub_to }, `↑ to level ${n.stub_to}`))
+      : n.routine;
+    const cells = stub
+      ? [el("td", { class: "num" }, `(${num(n.traversed)})`), el("td", { class: "num" }, ""), el("td", { class: "num" }, ""), el("td", { class: "routine", style: `padding-left:${depth * 1.1}em` }, name)]
+      : [el("td", { class: "num" }, `${num(n.incl_direct)} (${num(n.incl_indirect)})`), el("td", { class: "num" }, num(n.excl)), el("td", { class: "num" }, n.level), el("td", { class: "routine", style: `padding-left:${depth * 1.1}em` }, toggle, name)];
+    const row = el("tr", { id: rowId, "data-parent": parentRow || "", "data-routine": n.routine, "data-level": stub ? "" : n.level }, ...cells);
+    row.hidden = !visible;
+    row.dataset.open = open ? "1" : "0";
+    body.push(row);
+    toggle.addEventListener("click", () => {
+      const open = row.dataset.open !== "1";
+      row.dataset.open = open ? "1" : "0";
+      toggle.textContent = open ? "▾" : "▸";
+      showKids(rowId, open);
+    });
+    kids.forEach((k, i) => add(k, depth + 1, rowId, visible && open, hot && i === 0));
+  }
+  function showKids(rowId, show) {
+    for (const r of body) if (r.dataset.parent === rowId) {
+      r.hidden = !show;
+      if (!show || r.dataset.open === "1") showKids(r.id, show && r.dataset.open === "1");
+    }
+  }
+  t.roots.forEach((r, i) => add(r, 0, null, true, i === 0));
+  table.replaceChildren(head, ...body);
+  table.querySelectorAll(".stub a").forEach((a) => a.addEventListener("click", () => {
+    // The target: the ancestor row at the stub's level.
+    const row = a.closest("tr");
+    for (let p = document.getElementById(row.dataset.parent); p; p = document.getElementById(p.dataset.parent)) {
+      if (p.dataset.level === a.dataset.level) { p.scrollIntoView({ block: "center" }); p.classList.add("flash"); setTimeout(() => p.classList.remove("flash"), 1200); break; }
+    }
+  }));
+}
+
+// ---- Timeline (uPlot) ----
+let plots = [];
+async function timeline() {
+  let t;
+  const note = document.getElementById("timeline-note");
+  try { t = await api("timeline"); } catch (e) { failed(note, e); return; }
+  plots.forEach((p) => p.destroy());
+  plots = [];
+  if (!t.seconds.length) { note.textContent = "This profile has no timeline."; return; }
+  note.textContent = `${t.seconds.length} points, ${seconds(t.step_seconds)} apart; each point the highest value of its stretch of time.`;
+  const width = Math.max(400, document.querySelector("main").clientWidth - 40);
+  const axisBytes = { values: (u, vals) => vals.map((v) => bytes(v)), size: 80 };
+  plots.push(new uPlot({
+    title: "Memory", width, height: 300, scales: { x: { time: false } },
+    series: [{ label: "s" }, { label: "requested", stroke: "#b3401a", width: 2 }, { label: "resident", stroke: "#2f6db5" }, { label: "virtual", stroke: "#8a8f9c", dash: [4, 4] }],
+    axes: [{ label: "seconds" }, axisBytes],
+  }, [t.seconds, t.requested, t.resident, t.virtual], document.getElementById("timeline-memory")));
+  plots.push(new uPlot({
+    title: "Allocated and freed per point", width, height: 220, scales: { x: { time: false } },
+    series: [{ label: "s" }, { label: "allocated", stroke: "#b3401a" }, { label: "freed", stroke: "#2f6db5" }],
+    axes: [{ label: "seconds" }, axisBytes],
+  }, [t.seconds, t.alloc_bytes, t.free_bytes], document.getElementById("timeline-rates")));
+}
+
+// ---- Pages ----
+const PAGES = { overview, flame, tree, timeline };
+const loaded = {};
+function show() {
+  const [page, query] = (location.hash.slice(1) || "overview").split("?");
+  const name = PAGES[page] ? page : "overview";
+  const params = new URLSearchParams(query || "");
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.page === name);
+  for (const s of document.querySelectorAll(".page")) s.classList.toggle("active", s.id === `page-${name}`);
+  if (params.get("metric")) {
+    for (const id of ["flame-metric", "tree-metric"]) document.getElementById(id).value = params.get("metric");
+    loaded.flame = loaded.tree = false;
+  }
+  if (!loaded[name]) {
+    loaded[name] = true;
+    PAGES[name]().catch((e) => failed(document.getElementById(`page-${name}`), e));
+  }
+}
+fill(document.getElementById("flame-metric"), METRICS, "bytes");
+fill(document.getElementById("tree-metric"), METRICS, "bytes");
+document.querySelectorAll("select.collapse").forEach((s) => fill(s, COLLAPSE, "none"));
+for (const id of ["flame-metric", "flame-inverted", "flame-collapse"]) document.getElementById(id).addEventListener("change", flame);
+for (const id of ["tree-metric", "tree-direction", "tree-collapse"]) document.getElementById(id).addEventListener("change", tree);
+window.addEventListener("hashchange", show);
+overview().catch((e) => failed(document.getElementById("page-overview"), e));
+loaded.overview = true;
+show();

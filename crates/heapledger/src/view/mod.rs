@@ -1,0 +1,212 @@
+//! `heapledger view` and `export --format html`: the web viewer.
+//!
+//! The pages are plain HTML, CSS and JavaScript (`assets/view`, no build
+//! step), with uPlot for the charts (`assets/vendor/uplot`, vendored from
+//! its npm package: small, fast on long series, no dependencies) and
+//! inferno's SVG for the flame graph (zoom, search and tooltips are
+//! inferno's own). All of it is embedded in the binary. `view` serves the
+//! pages and answers their data requests from the profile as they come
+//! (`server.rs`); `export --format html` computes the same answers for the
+//! default views once and writes everything into one file.
+
+mod server;
+
+pub use server::serve;
+
+use crate::export::{flamegraph_svg, Weights};
+use crate::profiles::Opened;
+use crate::tree::Metric;
+use anyhow::{anyhow, Result};
+use heapledger_analysis::calltree::{self, CallTree, CollapseMode, Direction, RenderOptions};
+use heapledger_profile::timeline::{bandwidth, memory};
+use std::path::Path;
+
+pub const INDEX_HTML: &str = include_str!("../../assets/view/index.html");
+pub const APP_JS: &str = include_str!("../../assets/view/app.js");
+pub const APP_CSS: &str = include_str!("../../assets/view/app.css");
+pub const UPLOT_JS: &str = include_str!("../../assets/vendor/uplot/uPlot.iife.min.js");
+pub const UPLOT_CSS: &str = include_str!("../../assets/vendor/uplot/uPlot.min.css");
+
+/// Call tree nodes under this share of the total are left out of the
+/// pages (the text `tree --limit` shows them).
+const TREE_LIMIT_PERCENT: f64 = 0.1;
+
+/// The profile behind the served pages.
+pub struct Viewer {
+    pub o: Opened,
+}
+
+/// What a data request asks for (`api/NAME?QUERY`).
+fn param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+fn metric_of(query: &str) -> Result<Metric> {
+    let m = param(query, "metric").unwrap_or("bytes");
+    <Metric as clap::ValueEnum>::from_str(m, true).map_err(|_| anyhow!("no metric `{m}`"))
+}
+
+fn collapse_of(query: &str) -> Result<CollapseMode> {
+    let c = param(query, "collapse").unwrap_or("none");
+    c.parse().map_err(|_| anyhow!("no collapse mode `{c}`"))
+}
+
+impl Viewer {
+    pub fn new(o: Opened) -> Viewer {
+        Viewer { o }
+    }
+
+    /// Answers a data request (see [`answer`]).
+    pub fn answer(&self, name: &str, query: &str) -> Result<(&'static str, Vec<u8>)> {
+        answer(&self.o, name, query)
+    }
+}
+
+/// Answers a data request: `summary`, `flame`, `tree` or `timeline`,
+/// with its query; (content type, body).
+pub fn answer(o: &Opened, name: &str, query: &str) -> Result<(&'static str, Vec<u8>)> {
+    const JSON: &str = "application/json";
+    match name {
+        "summary" => Ok((JSON, serde_json::to_vec(&summary(o)?)?)),
+        "timeline" => Ok((JSON, serde_json::to_vec(&timeline(o))?)),
+        "flame" => {
+            let weights = Weights {
+                metric: metric_of(query)?,
+                inverted: param(query, "inverted") == Some("1"),
+                collapse: collapse_of(query)?,
+            };
+            let samples = crate::tree::samples(o, weights.metric, false)?;
+            Ok(("image/svg+xml", flamegraph_svg(o, &samples, weights)?))
+        }
+        "tree" => {
+            let metric = metric_of(query)?;
+            let direction = match param(query, "direction").unwrap_or("top-down") {
+                "bottom-up" => Direction::BottomUp,
+                _ => Direction::TopDown,
+            };
+            let samples = crate::tree::samples(o, metric, false)?;
+            let tree = CallTree::build(&samples, collapse_of(query)?, direction);
+            let mut out = Vec::new();
+            calltree::write_json(
+                &mut out,
+                &tree,
+                samples.routines(),
+                metric.name(),
+                &RenderOptions {
+                    limit_percent: TREE_LIMIT_PERCENT,
+                    max_level: 512,
+                },
+            )?;
+            Ok((JSON, out))
+        }
+        _ => Err(anyhow!("no data `{name}`")),
+    }
+}
+
+fn summary(o: &Opened) -> Result<serde_json::Value> {
+    let mut sites = heapledger_analysis::summary::SiteSums::new();
+    o.each_stack(|stack, infos| sites.add(&o.profile, stack, infos))?;
+    let s = heapledger_analysis::summary::Summary::with_sites(
+        &o.profile,
+        sites,
+        &heapledger_analysis::summary::SummaryOptions { top: 20 },
+    );
+    Ok(s.to_json())
+}
+
+/// The timeline's buckets as columns: seconds from the start, memory
+/// (requested, resident, virtual) and bytes allocated and freed per
+/// bucket.
+fn timeline(o: &Opened) -> serde_json::Value {
+    let p = &o.profile;
+    let tps = p.globals.ticks_per_second.max(1) as f64;
+    let m = &p.timeline.memory_timeline;
+    let b = &p.timeline.memory_bandwidth;
+    let step = m.per_points as f64 / tps;
+    let col = |values: &[Vec<u64>], k: usize| -> Vec<u64> {
+        values
+            .iter()
+            .map(|v| v.get(k).copied().unwrap_or(0))
+            .collect()
+    };
+    let secs: Vec<f64> = (0..m.values.len()).map(|i| i as f64 * step).collect();
+    let mut alloc = col(&b.values, bandwidth::ALLOC_MEM);
+    let mut free = col(&b.values, bandwidth::FREE_MEM);
+    alloc.resize(secs.len(), 0);
+    free.resize(secs.len(), 0);
+    serde_json::json!({
+        "step_seconds": step,
+        "seconds": secs,
+        "requested": col(&m.values, memory::REQUESTED),
+        "resident": col(&m.values, memory::PHYSICAL),
+        "virtual": col(&m.values, memory::VIRTUAL),
+        "alloc_bytes": alloc,
+        "free_bytes": free,
+    })
+}
+
+/// The page as served: assets by URL.
+pub fn served_page() -> String {
+    INDEX_HTML
+        .replace(
+            "<!--STYLE-->",
+            r#"<link rel="stylesheet" href="uplot.css"><link rel="stylesheet" href="app.css">"#,
+        )
+        .replace("<!--DATA-->", "")
+        .replace(
+            "<!--SCRIPTS-->",
+            r#"<script src="uplot.js"></script><script src="app.js"></script>"#,
+        )
+}
+
+/// One self-contained page: the assets inline, and the answers of the
+/// default views (the summary, the timeline, the flame graph by bytes,
+/// allocations and bytes at the peak, and by bytes inverted, the call
+/// tree both ways by bytes) embedded, each bounded as the pages are
+/// (flame graph frames narrower than drawn and tree nodes under 0.1%
+/// left out).
+pub fn page_with_data(o: &Opened) -> Result<String> {
+    let mut data = serde_json::Map::new();
+    data.insert("summary".into(), summary(o)?);
+    data.insert("timeline".into(), timeline(o));
+    for (metric, inverted) in [("bytes", 0), ("count", 0), ("peak", 0), ("bytes", 1)] {
+        let q = format!("metric={metric}&inverted={inverted}&collapse=none");
+        if let Ok((_, svg)) = answer(o, "flame", &q) {
+            let svg = String::from_utf8(svg)?;
+            data.insert(format!("flame?{q}"), svg.into());
+        }
+    }
+    for direction in ["top-down", "bottom-up"] {
+        let q = format!("metric=bytes&direction={direction}&collapse=none");
+        let (_, json) = answer(o, "tree", &q)?;
+        data.insert(format!("tree?{q}"), serde_json::from_slice(&json)?);
+    }
+    // `</` inside a string would end the script element early.
+    let data = serde_json::to_string(&data)?.replace("</", "<\\/");
+    Ok(INDEX_HTML
+        .replace(
+            "<!--STYLE-->",
+            &format!("<style>{UPLOT_CSS}\n{APP_CSS}</style>"),
+        )
+        .replace(
+            "<!--DATA-->",
+            &format!("<script>window.HEAPLEDGER_DATA = {data};</script>"),
+        )
+        .replace(
+            "<!--SCRIPTS-->",
+            &format!("<script>{UPLOT_JS}</script>\n<script>{APP_JS}</script>"),
+        ))
+}
+
+/// `export --format html`: the viewer's pages in one file.
+pub fn write_html(o: &Opened, out: &Path) -> Result<()> {
+    let page = page_with_data(o)?;
+    crate::output::write_whole(out, |mut f| {
+        std::io::Write::write_all(&mut f, page.as_bytes())?;
+        Ok(())
+    })
+}

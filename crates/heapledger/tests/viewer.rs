@@ -1,0 +1,288 @@
+//! The web viewer (issue 33), judged in headless Chromium
+//! (`tests/web/view.mjs`): `heapledger view` prints its URL, with a token,
+//! as the first line and serves on 127.0.0.1 only; its pages show the
+//! profile's own numbers (the overview's cards equal `report --json`'s,
+//! the flame graph's frames the call tree's, the call tree's rows
+//! `tree --json`'s), expand and zoom as a user clicks, draw the timeline,
+//! load nothing from outside, and raise no error; a URL without the token
+//! is refused; Ctrl-C ends it. `export --format html` gives the same pages
+//! in one file, opened from disk.
+
+mod common;
+mod support;
+
+use common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// What view.mjs saw at `url`.
+fn look(url: &str) -> serde_json::Value {
+    let (web, chromium) = support::web_tools();
+    let mut c = Command::new("node");
+    c.arg(web.join("view.mjs")).arg(url).arg(&chromium);
+    let o = support::run(c, Duration::from_secs(180));
+    assert_eq!(o.code, Some(0), "view.mjs: {}\n{}", o.stderr, o.stdout);
+    let seen: serde_json::Value = serde_json::from_str(o.stdout.trim())
+        .unwrap_or_else(|e| panic!("view.mjs printed no JSON ({e}): {}", o.stdout));
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen:#}");
+    assert_eq!(
+        seen["remote"],
+        serde_json::json!([]),
+        "loaded from outside: {seen:#}"
+    );
+    seen
+}
+
+fn report_json(store: &Path) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["report", "--json"])
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Every (routine, inclusive) node of `tree --json --limit 0.1`.
+fn tree_nodes(store: &Path, extra: &[&str]) -> Vec<(String, u64)> {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("tree")
+        .arg(store)
+        .args(["--json", "--limit", "0.1", "--max-level", "512"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tree: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    fn walk(n: &serde_json::Value, out: &mut Vec<(String, u64)>) {
+        if let Some(incl) = n["incl_direct"].as_u64() {
+            out.push((n["routine"].as_str().unwrap().to_owned(), incl));
+            for c in n["children"].as_array().unwrap() {
+                walk(c, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for r in tree["roots"].as_array().unwrap() {
+        walk(r, &mut out);
+    }
+    out
+}
+
+/// "make_buffer (1,300 bytes, 23.62%)" -> ("make_buffer", 1300)
+fn frame(title: &str) -> (String, u64) {
+    let (name, rest) = title.rsplit_once(" (").unwrap();
+    let n = rest.split_whitespace().next().unwrap().replace(',', "");
+    (name.to_owned(), n.parse().unwrap())
+}
+
+fn check_pages(seen: &serde_json::Value, store: &Path) {
+    let r = report_json(store);
+    let card = |name: &str| seen["cards"][name]["exact"].as_str().unwrap().to_owned();
+    assert_eq!(
+        card("Peak requested"),
+        r["peak"]["requested_bytes"].to_string()
+    );
+    assert_eq!(
+        card("Peak resident"),
+        r["peak"]["resident_bytes"].to_string()
+    );
+    assert_eq!(card("Allocations"), r["allocations"]["count"].to_string());
+    assert_eq!(
+        card("Leaked"),
+        r["alive_at_exit"]["by_the_program"]["bytes"].to_string()
+    );
+    assert_eq!(card("Temporary"), r["temporary"]["count"].to_string());
+    // The program leaks: a warning says so, and links to where.
+    assert!(
+        seen["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("The program left 407 B in 6 blocks"),
+        "{seen:#}"
+    );
+    let top = &r["top_sites_by_bytes"][1];
+    assert_eq!(seen["sites"][1][3], top["function"], "{seen:#}");
+
+    // The flame graph's frames are the call tree's nodes (by bytes, and
+    // inverted by allocations: the callers' tree).
+    let mut frames: Vec<(String, u64)> = seen["flame"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| frame(t.as_str().unwrap()))
+        .filter(|f| f.0 != "all")
+        .collect();
+    let mut nodes = tree_nodes(store, &[]);
+    frames.sort();
+    nodes.sort();
+    assert_eq!(frames, nodes);
+    assert_eq!(seen["flameZoom"], true, "a click did not zoom");
+    {
+        let mut inverted: Vec<(String, u64)> = seen["flameInverted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| frame(t.as_str().unwrap()))
+            .filter(|f| f.0 != "all")
+            .collect();
+        let metric = seen["flameInvertedMetric"].as_str().unwrap();
+        let mut callers = tree_nodes(store, &["--bottom-up", "--metric", metric]);
+        inverted.sort();
+        callers.sort();
+        assert_eq!(inverted, callers);
+    }
+
+    // The call tree's rows: the tree's nodes in order, the first levels
+    // open; a click opens a closed one.
+    let rows = seen["tree"].as_array().unwrap();
+    let shown: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            let c = &r["cells"];
+            let incl = c[0]
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .replace(',', "");
+            (c[3].as_str().unwrap().to_owned(), incl.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(shown, tree_nodes(store, &[]));
+    assert_eq!(rows[0]["hidden"], false);
+    if let Some(at) = seen["treeExpandedAt"].as_u64() {
+        let after = seen["treeExpanded"].as_array().unwrap();
+        assert_eq!(
+            after[at as usize + 1]["hidden"],
+            false,
+            "the click opened nothing"
+        );
+    }
+    assert!(seen["treeBottomUp"][0]["cells"][3].as_str().unwrap() != "_start");
+
+    // The timeline: two charts with their series.
+    assert!(seen["timelineCanvases"].as_u64().unwrap() >= 2, "{seen:#}");
+    let legend = seen["timelineLegend"].to_string();
+    assert!(
+        legend.contains("requested") && legend.contains("resident"),
+        "{legend}"
+    );
+}
+
+fn recorded(dir: &Scratch) -> std::path::PathBuf {
+    let exe = dir.join("leaks");
+    compile("cc", &["leaks.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    store
+}
+
+#[test]
+fn view_serves_the_profiles_own_numbers() {
+    let dir = Scratch::new("viewer");
+    let store = recorded(&dir);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("view")
+        .arg(&store)
+        .arg("--no-browser")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first.trim().to_owned();
+    let ok = url.starts_with("http://127.0.0.1:") && url.ends_with('/') && url.len() > 50;
+    if !ok {
+        let _ = child.kill();
+        panic!("first line {first:?}");
+    }
+    let seen = look(&url);
+    check_pages(&seen, &store);
+
+    // Without the token, or with another: 404.
+    let rest = &url["http://".len()..];
+    let (host, path) = rest.split_once('/').unwrap();
+    let token = path.trim_end_matches('/');
+    for p in ["/", "/app.js", "/api/summary", &format!("/{}x/", token)] {
+        let mut s = std::net::TcpStream::connect(host).unwrap();
+        write!(
+            s,
+            "GET {p} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 404"), "{p}: {answer}");
+    }
+    // Not on other addresses of the machine.
+    let port = host.rsplit(':').next().unwrap();
+    if let Ok(addrs) = std::net::ToSocketAddrs::to_socket_addrs(&(hostname().as_str(), 0)) {
+        for a in addrs.filter(|a| !a.ip().is_loopback()) {
+            let to = std::net::SocketAddr::new(a.ip(), port.parse().unwrap());
+            assert!(
+                std::net::TcpStream::connect_timeout(&to, Duration::from_millis(300)).is_err(),
+                "the viewer answers on {to}"
+            );
+        }
+    }
+
+    // Ctrl-C ends it.
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "after Ctrl-C");
+}
+
+#[test]
+fn the_html_export_is_the_viewer_in_one_file() {
+    let dir = Scratch::new("viewer-html");
+    let store = recorded(&dir);
+    let html = dir.join("report.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("export")
+        .arg(&store)
+        .args(["--format", "html", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&html).unwrap();
+    // Self-contained: no script or style from anywhere else.
+    assert!(!text.contains("src=\"http") && !text.contains("href=\"http"));
+    let seen = look(&format!("file://{}", html.display()));
+    check_pages(&seen, &store);
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+fn wait_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
+}

@@ -1,0 +1,98 @@
+// Looks at heapledger's viewer in headless Chromium, as a user would, and
+// prints what each page shows as one JSON line, for tests/viewer.rs.
+// Usage: node view.mjs URL [CHROMIUM]
+// URL: the one `heapledger view` printed, or file:///...html from
+// `export --format html`.
+import { chromium } from "playwright-core";
+
+const [url, browserPath = "/usr/bin/chromium"] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath: browserPath,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const errors = [];
+const requests = [];
+const seen = {};
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+  page.on("console", (m) => { if (m.type() === "error") errors.push(`console: ${m.text()}`); });
+  page.on("request", (r) => requests.push(r.url()));
+  page.on("requestfailed", (r) => errors.push(`request failed: ${r.url()}`));
+
+  // Overview: the cards' exact numbers, the warnings, the top sites.
+  await page.goto(url + "#overview");
+  await page.waitForSelector("#cards .card", { timeout: 20000 });
+  seen.title = await page.title();
+  seen.cards = await page.$$eval("#cards .card", (cs) => Object.fromEntries(cs.map((c) =>
+    [c.dataset.card, { shown: c.querySelector(".value").textContent, exact: c.dataset.exact }])));
+  seen.warnings = await page.$$eval("#warnings .warning", (ws) => ws.map((w) => w.textContent));
+  seen.sites = await page.$$eval("#sites tr", (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
+
+  // Flame graph: inferno's SVG in its frame; its frames' titles.
+  await page.click('nav a[data-page="flame"]');
+  // (The frame's document through the browser's own view of it: a page
+  // opened from a file has an opaque origin, which scripts cannot cross.)
+  const svgFrame = async () => (await page.$("#flame-frame")).contentFrame();
+  const flameTitles = async () => {
+    await page.waitForFunction(() => document.getElementById("flame-frame").dataset.shown, null, { timeout: 30000 });
+    const f = await svgFrame();
+    await f.waitForSelector("g > title", { state: "attached", timeout: 30000 });
+    return f.$$eval("g > title", (ts) => ts.map((t) => t.textContent));
+  };
+  seen.flame = await flameTitles();
+  // Zoom: a click on a frame in the SVG (inferno's own script).
+  seen.flameZoom = await (await svgFrame()).evaluate(() => {
+    const g = [...document.querySelectorAll("g")].find((x) => x.querySelector("title")?.textContent.startsWith("main "));
+    if (!g) return "no main frame";
+    g.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    // inferno shows its "Reset Zoom" once zoomed.
+    return !document.getElementById("unzoom").classList.contains("hide");
+  });
+  // The callers' view, by allocations (by bytes in a file, which holds
+  // that one).
+  const metric = url.startsWith("file:") ? "bytes" : "count";
+  seen.flameInvertedMetric = metric;
+  await page.selectOption("#flame-metric", metric);
+  await page.check("#flame-inverted");
+  await page.waitForFunction((m) => document.getElementById("flame-frame").dataset.shown === `${m},1,none`, metric, { timeout: 30000 });
+  await page.waitForTimeout(300);
+  seen.flameInverted = await flameTitles();
+
+  // Call tree: rows; expand a collapsed node.
+  await page.click('nav a[data-page="tree"]');
+  await page.waitForSelector("#tree-table tr td", { timeout: 30000 });
+  const rows = () => page.$$eval("#tree-table tr", (rs) => rs.slice(1).map((r) => ({
+    cells: [...r.cells].map((c) => c.textContent.replace(/^[▸▾]/, "")), hidden: r.hidden })));
+  seen.tree = await rows();
+  seen.treeTotal = await page.textContent("#tree-total");
+  const closed = await page.$$eval("#tree-table tr", (rs) => rs.findIndex((r) => !r.hidden && r.querySelector(".toggle")?.textContent === "▸"));
+  if (closed >= 0) {
+    await page.locator("#tree-table tr").nth(closed).locator(".toggle").click();
+    seen.treeExpanded = await rows();
+    seen.treeExpandedAt = closed - 1;
+  }
+  await page.selectOption("#tree-direction", "bottom-up");
+  await page.waitForFunction(() => /bottom-up/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
+  seen.treeBottomUp = await rows();
+
+  // Timeline: uPlot's canvases and legends.
+  await page.click('nav a[data-page="timeline"]');
+  await page.waitForFunction(() => document.querySelectorAll("#page-timeline canvas").length >= 2
+    || /no timeline/.test(document.getElementById("timeline-note").textContent), null, { timeout: 20000 });
+  seen.timelineCanvases = await page.$$eval("#page-timeline canvas", (c) => c.length);
+  seen.timelineLegend = await page.$$eval("#page-timeline .u-legend .u-label", (ls) => ls.map((l) => l.textContent));
+  seen.timelineNote = await page.textContent("#timeline-note");
+
+  // A link from a warning, if any, lands on its page.
+  // Nothing but the page itself, its own blobs and data.
+  const local = (r) => r.startsWith("blob:") || r.startsWith("data:")
+    || (url.startsWith("file:") ? r.split("#")[0] === url.split("#")[0] : r.startsWith(new URL(url).origin + "/"));
+  seen.remote = requests.filter((r) => !local(r));
+} catch (e) {
+  errors.push(`driver: ${e.message.split("\n")[0]}`);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify({ ...seen, errors }));
