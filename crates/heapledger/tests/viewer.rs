@@ -71,6 +71,27 @@ fn tree_nodes(store: &Path, extra: &[&str]) -> Vec<(String, u64)> {
     out
 }
 
+/// The call tree page's rows as (routine, inclusive direct), stubs left
+/// out.
+fn tree_rows(rows: &serde_json::Value) -> Vec<(String, u64)> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["cells"][2].as_str() != Some(""))
+        .map(|r| {
+            let c = &r["cells"];
+            let incl = c[0]
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .replace(',', "");
+            (c[3].as_str().unwrap().to_owned(), incl.parse().unwrap())
+        })
+        .collect()
+}
+
 /// "make_buffer (1,300 bytes, 23.62%)" -> ("make_buffer", 1300)
 fn frame(title: &str) -> (String, u64) {
     let (name, rest) = title.rsplit_once(" (").unwrap();
@@ -135,24 +156,26 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
         assert_eq!(inverted, callers);
     }
 
-    // The call tree's rows: the tree's nodes in order, the first levels
-    // open; a click opens a closed one.
-    let rows = seen["tree"].as_array().unwrap();
-    let shown: Vec<(String, u64)> = rows
+    // Search (inferno's): the share of the frames that match.
+    let total: u64 = nodes.iter().filter(|n| n.0 == "_start").map(|n| n.1).sum();
+    let matched: u64 = nodes
         .iter()
-        .map(|r| {
-            let c = &r["cells"];
-            let incl = c[0]
-                .as_str()
-                .unwrap()
-                .split(' ')
-                .next()
-                .unwrap()
-                .replace(',', "");
-            (c[3].as_str().unwrap().to_owned(), incl.parse().unwrap())
-        })
-        .collect();
-    assert_eq!(shown, tree_nodes(store, &[]));
+        .filter(|n| n.0.starts_with("make_"))
+        .map(|n| n.1)
+        .sum();
+    assert_eq!(
+        seen["flameSearch"],
+        format!("Matched: {:.1}%", matched as f64 * 100.0 / total as f64)
+    );
+
+    // The call tree's rows: the tree's nodes in order, the first levels
+    // open; a click opens a closed one; collapsing as `tree` does.
+    let rows = seen["tree"].as_array().unwrap();
+    assert_eq!(tree_rows(&seen["tree"]), tree_nodes(store, &[]));
+    assert_eq!(
+        tree_rows(&seen["treeFull"]),
+        tree_nodes(store, &["--collapse", "full"])
+    );
     assert_eq!(rows[0]["hidden"], false);
     if let Some(at) = seen["treeExpandedAt"].as_u64() {
         let after = seen["treeExpanded"].as_array().unwrap();
@@ -207,19 +230,43 @@ fn view_serves_the_profiles_own_numbers() {
     let seen = look(&url);
     check_pages(&seen, &store);
 
-    // Without the token, or with another: 404.
+    // Without the token, or with another: 403; with it but for another
+    // host (DNS rebinding): 403; no CORS header ever.
     let rest = &url["http://".len()..];
     let (host, path) = rest.split_once('/').unwrap();
     let token = path.trim_end_matches('/');
-    for p in ["/", "/app.js", "/api/summary", &format!("/{}x/", token)] {
+    let get = |p: &str, host_header: &str| {
         let mut s = std::net::TcpStream::connect(host).unwrap();
         write!(
             s,
-            "GET {p} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            "GET {p} HTTP/1.1\r\nHost: {host_header}\r\nOrigin: http://evil.example\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
         let mut answer = String::new();
         s.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    for p in [
+        "/",
+        "/app.js",
+        "/api/summary",
+        &format!("/{token}x/"),
+        "/../etc/passwd",
+    ] {
+        let answer = get(p, host);
+        assert!(answer.starts_with("HTTP/1.1 403"), "{p}: {answer}");
+    }
+    let answer = get(&format!("/{token}/api/summary"), "rebound.example:80");
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    let answer = get(&format!("/{token}/api/summary"), host);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        !answer.to_lowercase().contains("access-control-"),
+        "{answer}"
+    );
+    // Only the viewer's own files: no path reaches the disk.
+    for p in ["etc/passwd", "..%2f..%2fetc%2fpasswd", "Cargo.toml"] {
+        let answer = get(&format!("/{token}/{p}"), host);
         assert!(answer.starts_with("HTTP/1.1 404"), "{p}: {answer}");
     }
     // Not on other addresses of the machine.
@@ -238,6 +285,38 @@ fn view_serves_the_profiles_own_numbers() {
     unsafe { libc_kill(child.id() as i32, 2) };
     let status = wait_within(&mut child, Duration::from_secs(10));
     assert_eq!(status.and_then(|s| s.code()), Some(0), "after Ctrl-C");
+}
+
+/// Switching the call tree's recursion collapsing on a recursive program
+/// changes its rows as `tree --collapse` does.
+#[test]
+fn the_call_tree_collapses_recursion_as_tree_does() {
+    let dir = Scratch::new("viewer-recursion");
+    let exe = dir.join("recursion");
+    compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("view")
+        .arg(&store)
+        .arg("--no-browser")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let seen = look(first.trim());
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let _ = wait_within(&mut child, Duration::from_secs(10));
+    let none = tree_rows(&seen["tree"]);
+    let full = tree_rows(&seen["treeFull"]);
+    assert_eq!(none, tree_nodes(&store, &[]));
+    assert_eq!(full, tree_nodes(&store, &["--collapse", "full"]));
+    assert_ne!(none, full, "collapsing changed nothing");
 }
 
 #[test]

@@ -17,9 +17,12 @@ use crate::export::{flamegraph_svg, Weights};
 use crate::profiles::Opened;
 use crate::tree::Metric;
 use anyhow::{anyhow, Result};
-use heapledger_analysis::calltree::{self, CallTree, CollapseMode, Direction, RenderOptions};
+use heapledger_analysis::calltree::{
+    self, CallTree, CollapseMode, Direction, RenderOptions, Samples,
+};
 use heapledger_profile::timeline::{bandwidth, memory};
 use std::path::Path;
+use std::sync::Arc;
 
 pub const INDEX_HTML: &str = include_str!("../../assets/view/index.html");
 pub const APP_JS: &str = include_str!("../../assets/view/app.js");
@@ -31,10 +34,19 @@ pub const UPLOT_CSS: &str = include_str!("../../assets/vendor/uplot/uPlot.min.cs
 /// pages (the text `tree --limit` shows them).
 const TREE_LIMIT_PERCENT: f64 = 0.1;
 
-/// The profile behind the served pages.
+/// The profile behind the served pages, and the answers given so far.
 pub struct Viewer {
     pub o: Opened,
+    /// The samples of the last metric asked for (the flame graph and the
+    /// call tree of one metric share them: reading them is most of a
+    /// large profile's cost).
+    samples: Option<(Metric, Samples)>,
+    /// Answers by request, the oldest dropped past `CACHED` of them.
+    answers: Vec<(String, &'static str, Arc<Vec<u8>>)>,
 }
+
+/// Answers kept (a flame graph of a large profile is a few MB).
+const CACHED: usize = 16;
 
 /// What a data request asks for (`api/NAME?QUERY`).
 fn param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
@@ -57,18 +69,64 @@ fn collapse_of(query: &str) -> Result<CollapseMode> {
 
 impl Viewer {
     pub fn new(o: Opened) -> Viewer {
-        Viewer { o }
+        Viewer {
+            o,
+            samples: None,
+            answers: Vec::new(),
+        }
     }
 
-    /// Answers a data request (see [`answer`]).
-    pub fn answer(&self, name: &str, query: &str) -> Result<(&'static str, Vec<u8>)> {
-        answer(&self.o, name, query)
+    /// Answers a data request (see [`answer`]), from the answers kept
+    /// where it was asked before.
+    pub fn answer(&mut self, name: &str, query: &str) -> Result<(&'static str, Arc<Vec<u8>>)> {
+        let key = format!("{name}?{query}");
+        if let Some(at) = self.answers.iter().position(|a| a.0 == key) {
+            let a = self.answers.remove(at);
+            let out = (a.1, a.2.clone());
+            self.answers.push(a);
+            return Ok(out);
+        }
+        let (kind, body) = answer(&self.o, &mut self.samples, name, query)?;
+        let body = Arc::new(body);
+        if self.answers.len() >= CACHED {
+            self.answers.remove(0);
+        }
+        self.answers.push((key, kind, body.clone()));
+        Ok((kind, body))
     }
+
+    /// Computes what the first page views ask for (the summary, the
+    /// timeline, the flame graph by bytes), so that they come at once.
+    pub fn warm(&mut self) -> Result<()> {
+        self.answer("summary", "")?;
+        self.answer("timeline", "")?;
+        // (A profile with nothing to draw says so when asked.)
+        let _ = self.answer("flame", "metric=bytes&inverted=0&collapse=none");
+        Ok(())
+    }
+}
+
+/// The samples of `metric`, from `cache` when they are its.
+fn samples_of<'a>(
+    o: &Opened,
+    cache: &'a mut Option<(Metric, Samples)>,
+    metric: Metric,
+) -> Result<&'a Samples> {
+    if cache.as_ref().is_none_or(|c| c.0 != metric) {
+        *cache = None;
+        *cache = Some((metric, crate::tree::samples(o, metric, false)?));
+    }
+    Ok(&cache.as_ref().expect("set above").1)
 }
 
 /// Answers a data request: `summary`, `flame`, `tree` or `timeline`,
 /// with its query; (content type, body).
-pub fn answer(o: &Opened, name: &str, query: &str) -> Result<(&'static str, Vec<u8>)> {
+pub fn answer(
+    o: &Opened,
+    cache: &mut Option<(Metric, Samples)>,
+    name: &str,
+    query: &str,
+) -> Result<(&'static str, Vec<u8>)> {
     const JSON: &str = "application/json";
     match name {
         "summary" => Ok((JSON, serde_json::to_vec(&summary(o)?)?)),
@@ -79,8 +137,8 @@ pub fn answer(o: &Opened, name: &str, query: &str) -> Result<(&'static str, Vec<
                 inverted: param(query, "inverted") == Some("1"),
                 collapse: collapse_of(query)?,
             };
-            let samples = crate::tree::samples(o, weights.metric, false)?;
-            Ok(("image/svg+xml", flamegraph_svg(o, &samples, weights)?))
+            let samples = samples_of(o, cache, weights.metric)?;
+            Ok(("image/svg+xml", flamegraph_svg(o, samples, weights)?))
         }
         "tree" => {
             let metric = metric_of(query)?;
@@ -88,8 +146,8 @@ pub fn answer(o: &Opened, name: &str, query: &str) -> Result<(&'static str, Vec<
                 "bottom-up" => Direction::BottomUp,
                 _ => Direction::TopDown,
             };
-            let samples = crate::tree::samples(o, metric, false)?;
-            let tree = CallTree::build(&samples, collapse_of(query)?, direction);
+            let samples = samples_of(o, cache, metric)?;
+            let tree = CallTree::build(samples, collapse_of(query)?, direction);
             let mut out = Vec::new();
             calltree::write_json(
                 &mut out,
@@ -166,23 +224,29 @@ pub fn served_page() -> String {
 /// One self-contained page: the assets inline, and the answers of the
 /// default views (the summary, the timeline, the flame graph by bytes,
 /// allocations and bytes at the peak, and by bytes inverted, the call
-/// tree both ways by bytes) embedded, each bounded as the pages are
+/// tree both ways by bytes, and top-down with recursion fully collapsed)
+/// embedded, each bounded as the pages are
 /// (flame graph frames narrower than drawn and tree nodes under 0.1%
 /// left out).
 pub fn page_with_data(o: &Opened) -> Result<String> {
+    let mut cache = None;
     let mut data = serde_json::Map::new();
     data.insert("summary".into(), summary(o)?);
     data.insert("timeline".into(), timeline(o));
     for (metric, inverted) in [("bytes", 0), ("count", 0), ("peak", 0), ("bytes", 1)] {
         let q = format!("metric={metric}&inverted={inverted}&collapse=none");
-        if let Ok((_, svg)) = answer(o, "flame", &q) {
+        if let Ok((_, svg)) = answer(o, &mut cache, "flame", &q) {
             let svg = String::from_utf8(svg)?;
             data.insert(format!("flame?{q}"), svg.into());
         }
     }
-    for direction in ["top-down", "bottom-up"] {
-        let q = format!("metric=bytes&direction={direction}&collapse=none");
-        let (_, json) = answer(o, "tree", &q)?;
+    for (direction, collapse) in [
+        ("top-down", "none"),
+        ("top-down", "full"),
+        ("bottom-up", "none"),
+    ] {
+        let q = format!("metric=bytes&direction={direction}&collapse={collapse}");
+        let (_, json) = answer(o, &mut cache, "tree", &q)?;
         data.insert(format!("tree?{q}"), serde_json::from_slice(&json)?);
     }
     // `</` inside a string would end the script element early.

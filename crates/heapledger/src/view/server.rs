@@ -2,7 +2,11 @@
 //! bound to 127.0.0.1 only. Every URL starts with a random token
 //! (`http://127.0.0.1:PORT/TOKEN/`), printed as the first line on standard
 //! output: another user of the machine, or a web page in the browser
-//! guessing ports, gets 404 for anything without it.
+//! guessing ports, gets 403 for anything without it. A request whose
+//! `Host` is not this address (a DNS-rebinding page: its own name
+//! resolving to 127.0.0.1) gets 403 too. No CORS header is sent, and
+//! no file is served but the viewer's own assets: the data are answers
+//! computed from the profile.
 
 use super::Viewer;
 use anyhow::{Context, Result};
@@ -16,6 +20,7 @@ use std::sync::{Arc, Mutex};
 
 struct Shared {
     token: String,
+
     /// The profile (its store's connection is used by one request at a
     /// time).
     viewer: Mutex<Viewer>,
@@ -32,6 +37,33 @@ fn token() -> Result<String> {
 
 fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found").into_response()
+}
+
+fn forbidden() -> Response {
+    (StatusCode::FORBIDDEN, "forbidden").into_response()
+}
+
+/// Answers 403 to a request without the token or for another host.
+async fn guard(
+    State(s): State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let token_ok = req
+        .uri()
+        .path()
+        .strip_prefix('/')
+        .and_then(|p| p.strip_prefix(s.token.as_str()))
+        .is_some_and(|rest| rest.starts_with('/'));
+    if !token_ok || !loopback_host(host) {
+        return forbidden();
+    }
+    next.run(req).await
 }
 
 fn reply(content_type: &'static str, body: impl Into<axum::body::Body>) -> Response {
@@ -81,12 +113,12 @@ async fn api(
     let s = s.clone();
     // Off the runtime's thread: a large profile takes seconds.
     let answer = tokio::task::spawn_blocking(move || {
-        let v = s.viewer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v = s.viewer.lock().unwrap_or_else(|e| e.into_inner());
         v.answer(&name, query.as_deref().unwrap_or(""))
     })
     .await;
     match answer {
-        Ok(Ok((kind, body))) => reply(kind, body),
+        Ok(Ok((kind, body))) => reply(kind, body.as_ref().clone()),
         Ok(Err(e)) => (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
@@ -95,8 +127,10 @@ async fn api(
 /// Serves `viewer` on 127.0.0.1:`port` (0: a free port) until Ctrl-C;
 /// prints the URL first, and opens it in the browser where there is one
 /// and `open_browser`.
-pub fn serve(viewer: Viewer, port: u16, open_browser: bool) -> Result<()> {
+pub fn serve(mut viewer: Viewer, port: u16, open_browser: bool) -> Result<()> {
     let token = token()?;
+    // The first views' answers before the URL: they then come at once.
+    viewer.warm()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -129,6 +163,7 @@ pub fn serve(viewer: Viewer, port: u16, open_browser: bool) -> Result<()> {
             .route("/{token}/", get(index))
             .route("/{token}/{file}", get(asset))
             .route("/{token}/api/{name}", get(api))
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
             .with_state(shared);
         axum::serve(listener, app)
             .with_graceful_shutdown(async {
@@ -138,6 +173,17 @@ pub fn serve(viewer: Viewer, port: u16, open_browser: bool) -> Result<()> {
             .context("the viewer's server stopped")?;
         Ok(())
     })
+}
+
+/// Whether a `Host` header names this machine's loopback (any port: an
+/// SSH tunnel may forward another local port to this one). A page of
+/// another site whose name was rebound to 127.0.0.1 sends its own name.
+fn loopback_host(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    matches!(name, "127.0.0.1" | "localhost" | "[::1]")
 }
 
 fn has_display() -> bool {

@@ -50,6 +50,11 @@ try {
     // inferno shows its "Reset Zoom" once zoomed.
     return !document.getElementById("unzoom").classList.contains("hide");
   });
+  // Search: inferno's own, as its Search button runs it.
+  seen.flameSearch = await (await svgFrame()).evaluate(() => {
+    search("^make_");
+    return document.getElementById("matched").textContent;
+  });
   // The callers' view, by allocations (by bytes in a file, which holds
   // that one).
   const metric = url.startsWith("file:") ? "bytes" : "count";
@@ -73,6 +78,11 @@ try {
     seen.treeExpanded = await rows();
     seen.treeExpandedAt = closed - 1;
   }
+  await page.selectOption("#tree-collapse", "full");
+  await page.waitForFunction(() => /full collapse/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
+  seen.treeFull = await rows();
+  await page.selectOption("#tree-collapse", "none");
+  await page.waitForFunction(() => /none collapse/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
   await page.selectOption("#tree-direction", "bottom-up");
   await page.waitForFunction(() => /bottom-up/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
   seen.treeBottomUp = await rows();
