@@ -17,11 +17,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// What view.mjs saw at `url`.
-fn look(url: &str) -> serde_json::Value {
+/// What view.mjs saw at `url` (following a top site's link to the
+/// sources page where its file's name holds `source`).
+fn look(url: &str, source: &str) -> serde_json::Value {
     let (web, chromium) = support::web_tools();
     let mut c = Command::new("node");
     c.arg(web.join("view.mjs")).arg(url).arg(&chromium);
+    c.env("HEAPLEDGER_SOURCE", source);
     let o = support::run(c, Duration::from_secs(180));
     assert_eq!(o.code, Some(0), "view.mjs: {}\n{}", o.stderr, o.stdout);
     let seen: serde_json::Value = serde_json::from_str(o.stdout.trim())
@@ -187,6 +189,57 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
     }
     assert!(seen["treeBottomUp"][0]["cells"][3].as_str().unwrap() != "_start");
 
+    // Sources (served pages): the site's line, with its bytes, and the
+    // source text of that line.
+    if let Some(target) = seen["sourceTarget"].as_array() {
+        let line = site_line("leaks.c", "buffer");
+        assert!(
+            seen["sourceName"].as_str().unwrap().ends_with("leaks.c"),
+            "{seen:#}"
+        );
+        assert_eq!(target[5], line.to_string(), "{target:?}");
+        assert_eq!(target[0], "13", "allocations through the line: {target:?}");
+        assert_eq!(target[2], "1.3 KiB", "bytes allocated on it: {target:?}");
+        assert!(
+            target[6].as_str().unwrap().contains("SITE:buffer"),
+            "{target:?}"
+        );
+        assert!(seen["sourceFiles"].to_string().contains("leaks.c"));
+    }
+
+    // Sizes: the summary's ranges; leaks: `heapledger leaks`'s report;
+    // threads: one row, its calls; globals: libc's own at least.
+    let ranges = r["allocation_sizes"].as_array().unwrap();
+    assert_eq!(seen["sizes"].as_array().unwrap().len(), ranges.len());
+    for (row, range) in seen["sizes"].as_array().unwrap().iter().zip(ranges) {
+        assert_eq!(
+            row[1].as_str().unwrap().replace(',', ""),
+            range["count"].to_string()
+        );
+    }
+    let leaks = seen["leaks"].as_str().unwrap();
+    assert!(leaks.starts_with("=== Memory Leak Report ==="), "{leaks}");
+    assert!(leaks.contains("Current Leaks: 6 (407 bytes)"), "{leaks}");
+    assert!(leaks.contains("make_buffer"), "{leaks}");
+    let threads = seen["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1, "{seen:#}");
+    let head: Vec<&str> = seen["threadsHead"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h.as_str().unwrap())
+        .collect();
+    let malloc = head.iter().position(|h| *h == "malloc").unwrap();
+    assert_eq!(
+        threads[0][malloc].as_str().unwrap().replace(',', ""),
+        r["calls"]["malloc"]["count"].to_string()
+    );
+    assert!(seen["globals"]
+        .as_str()
+        .unwrap()
+        .contains("global and thread-local variables"));
+    assert!(!seen["globalRows"].as_array().unwrap().is_empty());
+
     // The timeline: two charts with their series.
     assert!(seen["timelineCanvases"].as_u64().unwrap() >= 2, "{seen:#}");
     let legend = seen["timelineLegend"].to_string();
@@ -227,8 +280,12 @@ fn view_serves_the_profiles_own_numbers() {
         let _ = child.kill();
         panic!("first line {first:?}");
     }
-    let seen = look(&url);
+    let seen = look(&url, "leaks.c");
     check_pages(&seen, &store);
+    assert!(
+        seen["sourceTarget"].is_array(),
+        "the sources page was not reached"
+    );
 
     // Without the token, or with another: 403; with it but for another
     // host (DNS rebinding): 403; no CORS header ever.
@@ -309,7 +366,7 @@ fn the_call_tree_collapses_recursion_as_tree_does() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    let seen = look(first.trim());
+    let seen = look(first.trim(), "");
     unsafe { libc_kill(child.id() as i32, 2) };
     let _ = wait_within(&mut child, Duration::from_secs(10));
     let none = tree_rows(&seen["tree"]);
@@ -335,7 +392,7 @@ fn the_html_export_is_the_viewer_in_one_file() {
     let text = std::fs::read_to_string(&html).unwrap();
     // Self-contained: no script or style from anywhere else.
     assert!(!text.contains("src=\"http") && !text.contains("href=\"http"));
-    let seen = look(&format!("file://{}", html.display()));
+    let seen = look(&format!("file://{}", html.display()), "");
     check_pages(&seen, &store);
 }
 

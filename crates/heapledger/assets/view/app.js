@@ -49,6 +49,13 @@ function failed(where, err) {
   where.replaceChildren(el("p", { class: "warning" }, String(err.message || err)));
 }
 
+// A "file:line" as a link to that line on the sources page.
+function sourceLink(location) {
+  const m = /^(.*):(\d+)$/.exec(location || "");
+  if (!m || m[1] === "??") return location || "";
+  return el("a", { href: `#sources?file=${encodeURIComponent(m[1])}&line=${m[2]}` }, location);
+}
+
 // ---- Overview ----
 async function overview() {
   const s = await api("summary");
@@ -86,7 +93,7 @@ async function overview() {
   const rows = (s.top_sites_by_bytes || []).map((x) => el("tr", {},
     el("td", { class: "num" }, bytes(x.bytes)), el("td", { class: "num" }, num(x.calls)),
     el("td", { class: "num" }, bytes(x.bytes_at_peak)),
-    el("td", { class: "mono" }, x.function), el("td", { class: "mono" }, x.location), el("td", {}, x.library)));
+    el("td", { class: "mono" }, x.function), el("td", { class: "mono" }, sourceLink(x.location)), el("td", {}, x.library)));
   document.getElementById("sites").replaceChildren(
     el("tr", {}, ...["bytes", "calls", "at peak", "function", "where", "library"].map((h) => el("th", {}, h))), ...rows);
 }
@@ -204,8 +211,86 @@ async function timeline() {
   }, [t.seconds, t.alloc_bytes, t.free_bytes], document.getElementById("timeline-rates")));
 }
 
+// ---- Sizes, leaks, threads, globals ----
+function table(id, head, rows, numeric) {
+  document.getElementById(id).replaceChildren(
+    el("tr", {}, ...head.map((h) => el("th", {}, h))),
+    ...rows.map((r) => el("tr", {}, ...r.map((c, i) => el("td", { class: numeric.includes(i) ? "num" : "mono" }, c)))));
+}
+function shortSize(b) {
+  return b >= 1 << 20 ? `${b / (1 << 20)} MiB` : b >= 1024 ? `${b / 1024} KiB` : `${b} B`;
+}
+async function sizes() {
+  const s = await api("summary");
+  const ranges = s.allocation_sizes || [];
+  const total = ranges.reduce((a, r) => a + r.count, 0) || 1;
+  const most = Math.max(1, ...ranges.map((r) => r.count));
+  table("sizes-table", ["sizes", "allocations", "share", ""], ranges.map((r) => [
+    r.below_bytes === null ? `${shortSize(r.from_bytes)} and more` : `${shortSize(r.from_bytes)} – ${shortSize(r.below_bytes)}`,
+    num(r.count), `${(100 * r.count / total).toFixed(1)}%`,
+    el("span", { class: "bar", style: `width:${Math.max(1, 300 * r.count / most)}px` }),
+  ]), [1, 2]);
+}
+async function leaks() {
+  document.getElementById("leaks-text").textContent = await api("leaks", "text");
+}
+async function threads() {
+  const t = await api("threads");
+  const fns = ["malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc"]
+    .filter((f) => t.some((r) => r.calls[f]));
+  table("threads-table", ["thread", "memory operations", ...fns, "deepest stack"], t.map((r) => [
+    r.merged ? `${num(r.merged)} ended threads` : `${r.thread}`, num(r.mem_ops),
+    ...fns.map((f) => r.calls[f] ? num(r.calls[f][0]) : "0"), bytes(r.deepest_stack_bytes),
+  ]), [0, 1, ...fns.map((_, i) => i + 2), fns.length + 2]);
+}
+async function globals() {
+  const g = await api("globals");
+  document.getElementById("globals-total").textContent =
+    `${num(g.count)} global and thread-local variables, ${bytes(g.bytes)} in all${g.count > g.rows.length ? `; the ${g.rows.length} largest below` : ""}.`;
+  table("globals-table", ["size", "name", "kind", "binary", "declared at"], g.rows.map((v) => [
+    bytes(v.size), v.name, v.tls ? "thread-local" : "global", v.binary, v.file ? `${v.file}${v.line ? ":" + v.line : ""}` : "",
+  ]), [0]);
+}
+
+// ---- Sources: the files the stacks name; a file's lines with their sums ----
+async function sources(params) {
+  if (!loaded.sourceFiles) {
+    loaded.sourceFiles = true;
+    const files = await api("sources");
+    document.getElementById("sources-files").replaceChildren(
+      el("tr", {}, el("th", {}, "bytes under it"), el("th", {}, "file")),
+      ...files.slice(0, 300).map((f) => el("tr", {}, el("td", { class: "num" }, bytes(f.sums[1])),
+        el("td", { class: "mono", onclick: () => { location.hash = `#sources?file=${encodeURIComponent(f.file)}`; } }, f.file))));
+  }
+  const file = params && params.get("file");
+  if (file) await sourceFile(file, Number(params.get("line") || 0));
+}
+async function sourceFile(file, line) {
+  document.getElementById("source-name").textContent = file;
+  let s;
+  try { s = await api(`source?file=${encodeURIComponent(file)}`); } catch (e) { failed(document.getElementById("source-note"), e); return; }
+  document.getElementById("source-note").textContent = s.found
+    ? "Beside each line: the allocations and bytes of the stacks through it, and the bytes allocated right there, at the peak, and alive at exit."
+    : "The file is not on this machine: only its lines' numbers are shown.";
+  const count = Math.max(s.lines.length, ...Object.keys(s.through).map(Number));
+  const rows = [el("tr", {}, ...["allocations", "bytes", "here", "at peak", "at exit", "", ""].map((h) => el("th", {}, h)))];
+  for (let n = 1; n <= count; n++) {
+    const t = s.through[n], h = s.here[n];
+    const row = el("tr", { id: `L${n}`, class: t ? "hot" : "" },
+      el("td", { class: "num" }, t ? num(t[0]) : ""), el("td", { class: "num" }, t ? bytes(t[1]) : ""),
+      el("td", { class: "num" }, h ? bytes(h[1]) : ""), el("td", { class: "num" }, h ? bytes(h[2]) : ""),
+      el("td", { class: "num" }, h ? bytes(h[3]) : ""), el("td", { class: "num" }, String(n)),
+      el("td", { class: "code" }, s.lines[n - 1] ?? ""));
+    rows.push(row);
+  }
+  const table = document.getElementById("source-text");
+  table.replaceChildren(...rows);
+  const target = line && document.getElementById(`L${line}`);
+  if (target) { target.classList.add("target"); target.scrollIntoView({ block: "center" }); }
+}
+
 // ---- Pages ----
-const PAGES = { overview, flame, tree, timeline };
+const PAGES = { overview, flame, tree, timeline, sources, sizes, leaks, threads, globals };
 const loaded = {};
 function show() {
   const [page, query] = (location.hash.slice(1) || "overview").split("?");
@@ -217,7 +302,9 @@ function show() {
     for (const id of ["flame-metric", "tree-metric"]) document.getElementById(id).value = params.get("metric");
     loaded.flame = loaded.tree = false;
   }
-  if (!loaded[name]) {
+  if (name === "sources") {
+    sources(params).catch((e) => failed(document.getElementById("source-note"), e));
+  } else if (!loaded[name]) {
     loaded[name] = true;
     PAGES[name]().catch((e) => failed(document.getElementById(`page-${name}`), e));
   }

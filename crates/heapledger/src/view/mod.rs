@@ -10,6 +10,7 @@
 //! default views once and writes everything into one file.
 
 mod server;
+mod sources;
 
 pub use server::serve;
 
@@ -55,6 +56,32 @@ fn param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == key)
         .map(|(_, v)| v)
+}
+
+/// A query value with its `%XX` escapes (and `+`) decoded.
+fn decoded(value: &str) -> String {
+    let b = value.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(v) => {
+                        out.push(v);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn metric_of(query: &str) -> Result<Metric> {
@@ -131,6 +158,25 @@ pub fn answer(
     match name {
         "summary" => Ok((JSON, serde_json::to_vec(&summary(o)?)?)),
         "timeline" => Ok((JSON, serde_json::to_vec(&timeline(o))?)),
+        "threads" => Ok((JSON, serde_json::to_vec(&threads(o))?)),
+        "globals" => Ok((JSON, serde_json::to_vec(&globals(o))?)),
+        "sources" => Ok((JSON, serde_json::to_vec(&sources::files(o)?)?)),
+        "source" => {
+            let file = decoded(param(query, "file").unwrap_or(""));
+            Ok((JSON, serde_json::to_vec(&sources::source(o, &file)?)?))
+        }
+        // The leak report as `heapledger leaks` prints it (the built-in
+        // suppressions applied).
+        "leaks" => {
+            let opts = crate::leaks::LeakOptions {
+                each: false,
+                frames: 24,
+                top: 200,
+                no_builtin: false,
+            };
+            let text = crate::leaks::report(o, &[], &opts)?;
+            Ok(("text/plain; charset=utf-8", text.into_bytes()))
+        }
         "flame" => {
             let weights = Weights {
                 metric: metric_of(query)?,
@@ -163,6 +209,61 @@ pub fn answer(
         }
         _ => Err(anyhow!("no data `{name}`")),
     }
+}
+
+/// One row per thread: its number, memory operations, calls and bytes per
+/// allocator function, its deepest stack.
+fn threads(o: &Opened) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = o
+        .profile
+        .threads
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let calls: serde_json::Map<String, serde_json::Value> = t
+                .stats
+                .iter()
+                .into_iter()
+                .filter(|(_, c)| c.count > 0)
+                .map(|(name, c)| (name.to_owned(), serde_json::json!([c.count, c.sum])))
+                .collect();
+            serde_json::json!({
+                "thread": i + 1,
+                "merged": t.merged_threads,
+                "mem_ops": t.cnt_mem_ops,
+                "calls": calls,
+                "deepest_stack_bytes": t.stack_mem.size,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows)
+}
+
+/// Global and thread-local variables, largest first (at most 500).
+fn globals(o: &Opened) -> serde_json::Value {
+    let mut rows: Vec<_> = o
+        .profile
+        .mem_stats
+        .global_variables
+        .iter()
+        .flat_map(|(binary, vars)| vars.iter().map(move |v| (binary, v)))
+        .collect();
+    rows.sort_by_key(|(_, v)| std::cmp::Reverse(v.size));
+    let total: u64 = rows.iter().map(|(_, v)| v.size).sum();
+    let count = rows.len();
+    rows.truncate(500);
+    serde_json::json!({
+        "count": count,
+        "bytes": total,
+        "rows": rows.iter().map(|(binary, v)| serde_json::json!({
+            "name": v.name,
+            "size": v.size,
+            "tls": v.tls,
+            "binary": heapledger_profile::basename(binary),
+            "file": v.source_file,
+            "line": v.line,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn summary(o: &Opened) -> Result<serde_json::Value> {
@@ -233,6 +334,10 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     let mut data = serde_json::Map::new();
     data.insert("summary".into(), summary(o)?);
     data.insert("timeline".into(), timeline(o));
+    data.insert("threads".into(), threads(o));
+    data.insert("globals".into(), globals(o));
+    let (_, leaks) = answer(o, &mut cache, "leaks", "")?;
+    data.insert("leaks".into(), String::from_utf8(leaks)?.into());
     for (metric, inverted) in [("bytes", 0), ("count", 0), ("peak", 0), ("bytes", 1)] {
         let q = format!("metric={metric}&inverted={inverted}&collapse=none");
         if let Ok((_, svg)) = answer(o, &mut cache, "flame", &q) {

@@ -30,6 +30,17 @@ try {
   seen.warnings = await page.$$eval("#warnings .warning", (ws) => ws.map((w) => w.textContent));
   seen.sites = await page.$$eval("#sites tr", (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
 
+  // Sources, from the first top site whose "where" names
+  // $HEAPLEDGER_SOURCE (served pages only).
+  const hint = process.env.HEAPLEDGER_SOURCE;
+  if (hint && !url.startsWith("file:")) {
+    await page.locator("#sites a", { hasText: hint }).first().click();
+    await page.waitForSelector("#source-text tr.target", { timeout: 20000 });
+    seen.sourceName = await page.textContent("#source-name");
+    seen.sourceTarget = await page.$eval("#source-text tr.target", (r) => [...r.cells].map((c) => c.textContent));
+    seen.sourceFiles = await page.$$eval("#sources-files tr", (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
+  }
+
   // Flame graph: inferno's SVG in its frame; its frames' titles.
   await page.click('nav a[data-page="flame"]');
   // (The frame's document through the browser's own view of it: a page
@@ -95,7 +106,31 @@ try {
   seen.timelineLegend = await page.$$eval("#page-timeline .u-legend .u-label", (ls) => ls.map((l) => l.textContent));
   seen.timelineNote = await page.textContent("#timeline-note");
 
-  // A link from a warning, if any, lands on its page.
+  // Sizes, leaks, threads, globals: their tables and text.
+  const cells = (sel) => page.$$eval(sel, (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
+  await page.click('nav a[data-page="sizes"]');
+  await page.waitForSelector("#sizes-table tr td", { timeout: 20000 });
+  seen.sizes = await cells("#sizes-table tr");
+  await page.click('nav a[data-page="leaks"]');
+  await page.waitForFunction(() => document.getElementById("leaks-text").textContent.length > 0, null, { timeout: 20000 });
+  seen.leaks = await page.textContent("#leaks-text");
+  await page.click('nav a[data-page="threads"]');
+  await page.waitForSelector("#threads-table tr td", { timeout: 20000 });
+  seen.threads = await cells("#threads-table tr");
+  seen.threadsHead = await page.$$eval("#threads-table th", (hs) => hs.map((h) => h.textContent));
+  await page.click('nav a[data-page="globals"]');
+  await page.waitForFunction(() => document.getElementById("globals-total").textContent.length > 0, null, { timeout: 20000 });
+  seen.globals = await page.textContent("#globals-total");
+  seen.globalRows = await cells("#globals-table tr");
+
+  // Screenshots of every page, for a person to look at.
+  if (process.env.HEAPLEDGER_SHOTS) {
+    for (const name of ["overview", "flame", "tree", "timeline", "sources", "sizes", "leaks", "threads", "globals"]) {
+      await page.click(`nav a[data-page="${name}"]`);
+      await page.waitForTimeout(700);
+      await page.screenshot({ path: `${process.env.HEAPLEDGER_SHOTS}/${name}.png` });
+    }
+  }
   // Nothing but the page itself, its own blobs and data.
   const local = (r) => r.startsWith("blob:") || r.startsWith("data:")
     || (url.startsWith("file:") ? r.split("#")[0] === url.split("#")[0] : r.startsWith(new URL(url).origin + "/"));

@@ -1,0 +1,141 @@
+//! The sources page's data: the files the profile's stacks name, with
+//! what was allocated under each; and one file's text with, beside each
+//! line, the allocations, bytes, bytes at the peak and bytes alive at
+//! exit of the stacks that pass through it (each stack counted once per
+//! line), and of those that allocate right there (the allocation site).
+//! Only a file the profile names is read, and only a regular file of at
+//! most `MAX_SOURCE` bytes.
+
+use crate::profiles::Opened;
+use anyhow::{anyhow, bail, Result};
+use heapledger_analysis::summary::allocation_site;
+use heapledger_profile::{Addr, StackInfos, UNKNOWN};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The largest source file shown.
+const MAX_SOURCE: u64 = 4 << 20;
+
+#[derive(Default, Clone, Copy)]
+struct Sums {
+    allocs: u64,
+    bytes: u64,
+    peak: u64,
+    alive: u64,
+}
+
+impl Sums {
+    fn add(&mut self, i: &StackInfos) {
+        self.allocs += i.alloc.count;
+        self.bytes = self.bytes.saturating_add(i.alloc.sum);
+        self.peak = self.peak.saturating_add(i.global_peak.max(0) as u64);
+        self.alive = self.alive.saturating_add(i.alive_req.max(0) as u64);
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!([self.allocs, self.bytes, self.peak, self.alive])
+    }
+}
+
+/// Each stack's frames as (file, line), resolved once per address.
+fn each_stack_lines(
+    o: &Opened,
+    mut f: impl FnMut(&[Addr], &[(String, Option<u32>)], &StackInfos),
+) -> Result<()> {
+    let p = &o.profile;
+    let mut known: HashMap<Addr, (String, Option<u32>)> = HashMap::new();
+    let mut lines = Vec::new();
+    o.each_stack(|stack, infos| {
+        if infos.alloc.count == 0 {
+            return;
+        }
+        lines.clear();
+        for &a in stack {
+            let at = known.entry(a).or_insert_with(|| match p.resolve_addr(a) {
+                Some(s) => (s.file.to_owned(), s.line),
+                None => (UNKNOWN.to_owned(), None),
+            });
+            lines.push(at.clone());
+        }
+        f(stack, &lines, infos);
+    })
+}
+
+/// The files named by the profile's stacks, heaviest first: per file, the
+/// sums of the stacks that pass through it.
+pub fn files(o: &Opened) -> Result<serde_json::Value> {
+    let mut by_file: HashMap<String, Sums> = HashMap::new();
+    each_stack_lines(o, |_, lines, infos| {
+        let mut seen = HashSet::new();
+        for (file, _) in lines {
+            if file != UNKNOWN && seen.insert(file.as_str()) {
+                by_file.entry(file.clone()).or_default().add(infos);
+            }
+        }
+    })?;
+    let mut rows: Vec<(String, Sums)> = by_file.into_iter().collect();
+    rows.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
+    Ok(serde_json::json!(rows
+        .iter()
+        .map(|(file, s)| serde_json::json!({
+            "file": file,
+            "sums": s.json(),
+            "readable": std::fs::metadata(file).is_ok_and(|m| m.is_file()),
+        }))
+        .collect::<Vec<_>>()))
+}
+
+/// One file's lines and, per line, the sums of the stacks through it and
+/// of those allocating on it: `{"file", "lines": [...], "through": {line:
+/// sums}, "here": {line: sums}}`, sums as [allocations, bytes, bytes at
+/// peak, bytes alive at exit].
+pub fn source(o: &Opened, file: &str) -> Result<serde_json::Value> {
+    let named = o
+        .profile
+        .sites
+        .instr
+        .values()
+        .any(|e| o.profile.sites.string(e.file) == file);
+    if !named || file == UNKNOWN {
+        bail!("the profile names no file `{file}`");
+    }
+    let p = &o.profile;
+    let mut through: BTreeMap<u32, Sums> = BTreeMap::new();
+    let mut here: BTreeMap<u32, Sums> = BTreeMap::new();
+    let mut seen = HashSet::new();
+    each_stack_lines(o, |stack, lines, infos| {
+        seen.clear();
+        for (f, line) in lines {
+            if let (true, Some(l)) = (f == file, line) {
+                if seen.insert(*l) {
+                    through.entry(*l).or_default().add(infos);
+                }
+            }
+        }
+        if let Some(site) = allocation_site(p, stack) {
+            if let Some((f, l)) = site.location.rsplit_once(':') {
+                if f == file {
+                    if let Ok(l) = l.parse::<u32>() {
+                        here.entry(l).or_default().add(infos);
+                    }
+                }
+            }
+        }
+    })?;
+    let text = match std::fs::metadata(file) {
+        Ok(m) if m.is_file() && m.len() <= MAX_SOURCE => std::fs::read(file)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .map_err(|e| anyhow!("cannot read `{file}`: {e}"))?,
+        Ok(m) if m.is_file() => bail!("`{file}` is larger than {MAX_SOURCE} bytes"),
+        _ => String::new(),
+    };
+    let sums = |m: &BTreeMap<u32, Sums>| -> serde_json::Map<String, serde_json::Value> {
+        m.iter().map(|(l, s)| (l.to_string(), s.json())).collect()
+    };
+    Ok(serde_json::json!({
+        "file": file,
+        "found": !text.is_empty(),
+        "lines": text.lines().collect::<Vec<_>>(),
+        "through": sums(&through),
+        "here": sums(&here),
+    }))
+}
