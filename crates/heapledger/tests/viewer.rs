@@ -258,16 +258,14 @@ fn recorded(dir: &Scratch) -> std::path::PathBuf {
     store
 }
 
-#[test]
-fn view_serves_the_profiles_own_numbers() {
-    let dir = Scratch::new("viewer");
-    let store = recorded(&dir);
+/// `heapledger view STORE --no-browser`, and the URL it printed first.
+fn start_view(store: &Path) -> (std::process::Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
         .arg("view")
-        .arg(&store)
+        .arg(store)
         .arg("--no-browser")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut first = String::new();
@@ -280,6 +278,14 @@ fn view_serves_the_profiles_own_numbers() {
         let _ = child.kill();
         panic!("first line {first:?}");
     }
+    (child, url)
+}
+
+#[test]
+fn view_serves_the_profiles_own_numbers() {
+    let dir = Scratch::new("viewer");
+    let store = recorded(&dir);
+    let (mut child, url) = start_view(&store);
     let seen = look(&url, "leaks.c");
     check_pages(&seen, &store);
     assert!(
@@ -354,19 +360,8 @@ fn the_call_tree_collapses_recursion_as_tree_does() {
     let store = dir.join("p.sqlite");
     let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .arg("view")
-        .arg(&store)
-        .arg("--no-browser")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let seen = look(first.trim(), "");
+    let (mut child, url) = start_view(&store);
+    let seen = look(&url, "");
     unsafe { libc_kill(child.id() as i32, 2) };
     let _ = wait_within(&mut child, Duration::from_secs(10));
     let none = tree_rows(&seen["tree"]);
