@@ -232,6 +232,8 @@ enum Command {
     /// standard output.
     View {
         file: PathBuf,
+        /// A profile to compare it with (the Diff page).
+        base: Option<PathBuf>,
         #[command(flatten)]
         which: Which,
         /// The port (0: any free one).
@@ -579,13 +581,22 @@ pub fn main() -> Result<u8> {
         }
         Command::View {
             file,
+            base,
             which,
             port,
             no_browser,
         } => {
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             after(&file, &o);
-            crate::view::serve(crate::view::Viewer::new(o), port, !no_browser)?;
+            let base = match &base {
+                Some(b) => Some(crate::profiles::open(
+                    b,
+                    crate::profiles::Pick::Main,
+                    crate::profiles::Load::Streamed,
+                )?),
+                None => None,
+            };
+            crate::view::serve(crate::view::Viewer::new(o, base), port, !no_browser)?;
             Ok(0)
         }
         Command::Report {

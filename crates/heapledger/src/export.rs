@@ -441,6 +441,15 @@ fn flame_options(title: String, metric: Metric) -> inferno::flamegraph::Options<
 /// where a stack grew, blue where it shrank) of two profiles' stacks,
 /// matched by their routines' names.
 pub fn differential(base: &Opened, new: &Opened, metric: Metric, out: &Path) -> Result<()> {
+    let svg = differential_svg(base, new, metric)?;
+    crate::output::write_whole(out, |mut f| {
+        std::io::Write::write_all(&mut f, &svg)?;
+        Ok(())
+    })
+}
+
+/// The differential flame graph of [`differential`] as SVG.
+pub fn differential_svg(base: &Opened, new: &Opened, metric: Metric) -> Result<Vec<u8>> {
     let split = |l: &str| -> (String, u64) {
         let (s, w) = l.rsplit_once(' ').unwrap_or((l, "0"));
         (s.to_owned(), w.parse().unwrap_or(0))
@@ -470,22 +479,19 @@ pub fn differential(base: &Opened, new: &Opened, metric: Metric, out: &Path) -> 
     if lines.is_empty() {
         anyhow::bail!("neither profile has a stack with {} to draw", metric.name());
     }
-    crate::output::write_whole(out, |f| {
-        let mut opts = flame_options(
-            format!(
-                "{} (new) against {} (base): {}",
-                new.profile.run.command,
-                base.profile.run.command,
-                metric.name()
-            ),
-            metric,
-        );
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-        inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut w)
-            .map_err(|e| anyhow!("{e}"))?;
-        std::io::Write::flush(&mut w)?;
-        Ok(())
-    })
+    let mut opts = flame_options(
+        format!(
+            "{} (new) against {} (base): {}",
+            new.profile.run.command,
+            base.profile.run.command,
+            metric.name()
+        ),
+        metric,
+    );
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(svg)
 }
 
 #[cfg(test)]

@@ -258,11 +258,13 @@ fn recorded(dir: &Scratch) -> std::path::PathBuf {
     store
 }
 
-/// `heapledger view STORE --no-browser`, and the URL it printed first.
-fn start_view(store: &Path) -> (std::process::Child, String) {
+/// `heapledger view STORE [BASE] --no-browser`, and the URL it printed
+/// first.
+fn start_view(store: &Path, base: Option<&Path>) -> (std::process::Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
         .arg("view")
         .arg(store)
+        .args(base)
         .arg("--no-browser")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -285,7 +287,7 @@ fn start_view(store: &Path) -> (std::process::Child, String) {
 fn view_serves_the_profiles_own_numbers() {
     let dir = Scratch::new("viewer");
     let store = recorded(&dir);
-    let (mut child, url) = start_view(&store);
+    let (mut child, url) = start_view(&store, None);
     let seen = look(&url, "leaks.c");
     check_pages(&seen, &store);
     assert!(
@@ -360,7 +362,7 @@ fn the_call_tree_collapses_recursion_as_tree_does() {
     let store = dir.join("p.sqlite");
     let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let (mut child, url) = start_view(&store);
+    let (mut child, url) = start_view(&store, None);
     let seen = look(&url, "");
     unsafe { libc_kill(child.id() as i32, 2) };
     let _ = wait_within(&mut child, Duration::from_secs(10));
@@ -369,6 +371,32 @@ fn the_call_tree_collapses_recursion_as_tree_does() {
     assert_eq!(none, tree_nodes(&store, &[]));
     assert_eq!(full, tree_nodes(&store, &["--collapse", "full"]));
     assert_ne!(none, full, "collapsing changed nothing");
+}
+
+/// `view NEW BASE`: the Diff page names the site that grew, with its
+/// change, as `heapledger diff` does, and draws the differential flame
+/// graph.
+#[test]
+fn the_diff_page_names_the_site_that_grew() {
+    let dir = Scratch::new("viewer-diff");
+    let exe = dir.join("grow");
+    compile("cc", &["grow.c"], SITE_FLAGS, &exe);
+    let (a, b) = (dir.join("a.sqlite"), dir.join("b.sqlite"));
+    for (out, n) in [(&a, "10"), (&b, "30")] {
+        let o = heapledger_run("dwarf", out, &exe, &[n]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let (mut child, url) = start_view(&b, Some(&a));
+    let seen = look(&url, "");
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let _ = wait_within(&mut child, Duration::from_secs(10));
+    let rows = seen["diff"].as_array().expect("a Diff page");
+    assert_eq!(rows.len(), 1, "{seen:#}");
+    // function, where, calls, bytes, at peak, leaked, library
+    assert_eq!(rows[0][0], "grown");
+    assert_eq!(rows[0][2], "+20");
+    assert_eq!(rows[0][3], "+2.0 KiB");
+    assert!(seen["diffFlame"].to_string().contains("grown"), "{seen:#}");
 }
 
 #[test]

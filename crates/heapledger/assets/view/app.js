@@ -289,8 +289,32 @@ async function sourceFile(file, line) {
   if (target) { target.classList.add("target"); target.scrollIntoView({ block: "center" }); }
 }
 
+// ---- Diff (view PROFILE BASE) ----
+function signed(v, fmt) {
+  return v === 0 ? "0" : (v > 0 ? "+" : "−") + fmt(Math.abs(v));
+}
+async function diff() {
+  const d = await api("diff");
+  document.getElementById("diff-note").textContent =
+    `${d.sites.length} sites changed from ${d.base} (base) to ${d.new}, largest change in bytes first.`;
+  const cols = [["calls", num], ["bytes", bytes], ["bytes_at_peak", bytes], ["leaked", bytes]];
+  const head = el("tr", {}, ...["function", "where", ...cols.map(([c]) => c.replaceAll("_", " ")), "library"].map((h) => el("th", {}, h)));
+  const rows = d.sites.slice(0, 200).map((s) => el("tr", {},
+    el("td", { class: "mono" }, s.function), el("td", { class: "mono" }, s.location),
+    ...cols.map(([c, f]) => {
+      const v = s.new[c] - s.base[c];
+      return el("td", { class: `num ${v > 0 ? "grew" : v < 0 ? "shrank" : ""}`, title: `${s.base[c]} → ${s.new[c]}` }, signed(v, f));
+    }),
+    el("td", {}, s.library)));
+  document.getElementById("diff-table").replaceChildren(head, ...rows);
+  const svg = await api("diffflame?metric=bytes", "text");
+  const frame = document.getElementById("diff-frame");
+  frame.src = URL.createObjectURL(new Blob([svg.replaceAll("history.replaceState(", "(function(){try{history.replaceState.apply(history,arguments)}catch(e){}})(")], { type: "image/svg+xml" }));
+  frame.dataset.shown = "1";
+}
+
 // ---- Pages ----
-const PAGES = { overview, flame, tree, timeline, sources, sizes, leaks, threads, globals };
+const PAGES = { overview, flame, tree, timeline, sources, sizes, leaks, threads, globals, diff };
 const loaded = {};
 function show() {
   const [page, query] = (location.hash.slice(1) || "overview").split("?");
@@ -315,6 +339,7 @@ document.querySelectorAll("select.collapse").forEach((s) => fill(s, COLLAPSE, "n
 for (const id of ["flame-metric", "flame-inverted", "flame-collapse"]) document.getElementById(id).addEventListener("change", flame);
 for (const id of ["tree-metric", "tree-direction", "tree-collapse"]) document.getElementById(id).addEventListener("change", tree);
 window.addEventListener("hashchange", show);
+api("meta").then((m) => { if (m.base) document.querySelector('nav a[data-page="diff"]').hidden = false; }).catch(() => {});
 overview().catch((e) => failed(document.getElementById("page-overview"), e));
 loaded.overview = true;
 show();

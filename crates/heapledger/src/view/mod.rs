@@ -38,6 +38,8 @@ const TREE_LIMIT_PERCENT: f64 = 0.1;
 /// The profile behind the served pages, and the answers given so far.
 pub struct Viewer {
     pub o: Opened,
+    /// The profile compared against (`view PROFILE BASE`).
+    pub base: Option<Opened>,
     /// The samples of the last metric asked for (the flame graph and the
     /// call tree of one metric share them: reading them is most of a
     /// large profile's cost).
@@ -95,9 +97,10 @@ fn collapse_of(query: &str) -> Result<CollapseMode> {
 }
 
 impl Viewer {
-    pub fn new(o: Opened) -> Viewer {
+    pub fn new(o: Opened, base: Option<Opened>) -> Viewer {
         Viewer {
             o,
+            base,
             samples: None,
             answers: Vec::new(),
         }
@@ -113,7 +116,10 @@ impl Viewer {
             self.answers.push(a);
             return Ok(out);
         }
-        let (kind, body) = answer(&self.o, &mut self.samples, name, query)?;
+        let (kind, body) = match name {
+            "meta" | "diff" | "diffflame" => diff_answer(&self.o, self.base.as_ref(), name, query)?,
+            _ => answer(&self.o, &mut self.samples, name, query)?,
+        };
         let body = Arc::new(body);
         if self.answers.len() >= CACHED {
             self.answers.remove(0);
@@ -131,6 +137,36 @@ impl Viewer {
         let _ = self.answer("flame", "metric=bytes&inverted=0&collapse=none");
         Ok(())
     }
+}
+
+/// What the pages ask of two profiles: `meta` (whether there is a base),
+/// `diff` (the sites that changed, as `heapledger diff --json`) and
+/// `diffflame` (the differential flame graph).
+fn diff_answer(
+    o: &Opened,
+    base: Option<&Opened>,
+    name: &str,
+    query: &str,
+) -> Result<(&'static str, Vec<u8>)> {
+    const JSON: &str = "application/json";
+    if name == "meta" {
+        let base = base.map(|b| b.profile.run.command.clone());
+        return Ok((
+            JSON,
+            serde_json::to_vec(&serde_json::json!({ "base": base }))?,
+        ));
+    }
+    let base = base
+        .ok_or_else(|| anyhow!("no base profile: `heapledger view PROFILE BASE` compares two"))?;
+    if name == "diff" {
+        let rows = crate::diff::rows(base, o)?;
+        let mut v = crate::diff::to_json(&rows);
+        v["base"] = base.profile.run.command.clone().into();
+        v["new"] = o.profile.run.command.clone().into();
+        return Ok((JSON, serde_json::to_vec(&v)?));
+    }
+    let svg = crate::export::differential_svg(base, o, metric_of(query)?)?;
+    Ok(("image/svg+xml", svg))
 }
 
 /// The samples of `metric`, from `cache` when they are its.
@@ -334,6 +370,7 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     let mut data = serde_json::Map::new();
     data.insert("summary".into(), summary(o)?);
     data.insert("timeline".into(), timeline(o));
+    data.insert("meta".into(), serde_json::json!({ "base": null }));
     data.insert("threads".into(), threads(o));
     data.insert("globals".into(), globals(o));
     let (_, leaks) = answer(o, &mut cache, "leaks", "")?;

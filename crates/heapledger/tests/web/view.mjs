@@ -123,9 +123,22 @@ try {
   seen.globals = await page.textContent("#globals-total");
   seen.globalRows = await cells("#globals-table tr");
 
+  // The diff, where there is a base.
+  if (await page.isVisible('nav a[data-page="diff"]')) {
+    await page.click('nav a[data-page="diff"]');
+    await page.waitForSelector("#diff-table tr td", { timeout: 30000 });
+    seen.diff = await cells("#diff-table tr");
+    seen.diffNote = await page.textContent("#diff-note");
+    await page.waitForFunction(() => document.getElementById("diff-frame").dataset.shown, null, { timeout: 30000 });
+    const df = await (await page.$("#diff-frame")).contentFrame();
+    await df.waitForSelector("g > title", { state: "attached", timeout: 30000 });
+    seen.diffFlame = await df.$$eval("g > title", (ts) => ts.map((t) => t.textContent));
+  }
+
   // Screenshots of every page, for a person to look at.
   if (process.env.HEAPLEDGER_SHOTS) {
-    for (const name of ["overview", "flame", "tree", "timeline", "sources", "sizes", "leaks", "threads", "globals"]) {
+    for (const name of ["overview", "flame", "tree", "timeline", "sources", "sizes", "leaks", "threads", "globals", "diff"]) {
+      if (!(await page.isVisible(`nav a[data-page="${name}"]`))) continue;
       await page.click(`nav a[data-page="${name}"]`);
       await page.waitForTimeout(700);
       await page.screenshot({ path: `${process.env.HEAPLEDGER_SHOTS}/${name}.png` });
