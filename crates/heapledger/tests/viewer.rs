@@ -217,6 +217,12 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
             range["count"].to_string()
         );
     }
+    // Both scatter plots drawn, a circle per bin.
+    let scatter = seen["scatter"].as_array().unwrap();
+    assert!(
+        scatter.len() == 2 && scatter.iter().all(|n| n.as_u64().unwrap() > 0),
+        "{scatter:?}"
+    );
     let leaks = seen["leaks"].as_str().unwrap();
     assert!(leaks.starts_with("=== Memory Leak Report ==="), "{leaks}");
     assert!(leaks.contains("Current Leaks: 6 (407 bytes)"), "{leaks}");

@@ -225,11 +225,41 @@ async function sizes() {
   const ranges = s.allocation_sizes || [];
   const total = ranges.reduce((a, r) => a + r.count, 0) || 1;
   const most = Math.max(1, ...ranges.map((r) => r.count));
+  scatters();
   table("sizes-table", ["sizes", "allocations", "share", ""], ranges.map((r) => [
     r.below_bytes === null ? `${shortSize(r.from_bytes)} and more` : `${shortSize(r.from_bytes)} – ${shortSize(r.below_bytes)}`,
     num(r.count), `${(100 * r.count / total).toFixed(1)}%`,
     el("span", { class: "bar", style: `width:${Math.max(1, 300 * r.count / most)}px` }),
   ]), [1, 2]);
+}
+// A scatter plot as SVG: bins [x, y, count], a circle each (area by the
+// count's logarithm); log2 axes where asked.
+function scatterSvg(points, xLog, yLog, xFmt, yFmt) {
+  const W = 560, H = 320, L = 70, B = 30, T = 10, R = 10;
+  const ns = "http://www.w3.org/2000/svg";
+  const mk = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); return e; };
+  const svg = mk("svg", { viewBox: `0 0 ${W} ${H}`, "data-points": points.length });
+  if (!points.length) { const t = mk("text", { x: W / 2 - 60, y: H / 2 }); t.textContent = "nothing recorded"; svg.append(t); return svg; }
+  const f = (v, log) => log ? Math.log2(Math.max(1e-9, v)) : v;
+  const xs = points.map((p) => f(p[0], xLog)), ys = points.map((p) => f(p[1], yLog));
+  const [x0, x1] = [Math.min(...xs), Math.max(...xs) || 1], [y0, y1] = [Math.min(...ys), Math.max(...ys) || 1];
+  const sx = (v) => L + (W - L - R) * (x1 === x0 ? 0.5 : (v - x0) / (x1 - x0));
+  const sy = (v) => H - B - (H - B - T) * (y1 === y0 ? 0.5 : (v - y0) / (y1 - y0));
+  const most = Math.max(...points.map((p) => p[2]));
+  points.forEach((p, i) => {
+    const c = mk("circle", { cx: sx(xs[i]), cy: sy(ys[i]), r: 2 + 6 * Math.log1p(p[2]) / Math.log1p(most) });
+    const t = mk("title", {}); t.textContent = `${num(p[2])} at ${xFmt(p[0])}, ${yFmt(p[1])}`; c.append(t); svg.append(c);
+  });
+  const label = (x, y, text, anchor) => { const t = mk("text", { x, y, "text-anchor": anchor }); t.textContent = text; svg.append(t); };
+  label(L, H - 8, xFmt(xLog ? 2 ** x0 : x0), "start"); label(W - R, H - 8, xFmt(xLog ? 2 ** x1 : x1), "end");
+  label(L - 6, H - B, yFmt(yLog ? 2 ** y0 : y0), "end"); label(L - 6, T + 10, yFmt(yLog ? 2 ** y1 : y1), "end");
+  return svg;
+}
+async function scatters() {
+  let s;
+  try { s = await api("scatter"); } catch (e) { return; }
+  document.getElementById("scatter-size-time").replaceChildren(scatterSvg(s.size_over_time, false, true, seconds, bytes));
+  document.getElementById("scatter-life-size").replaceChildren(scatterSvg(s.lifetime_over_size, true, true, bytes, seconds));
 }
 async function leaks() {
   document.getElementById("leaks-text").textContent = await api("leaks", "text");

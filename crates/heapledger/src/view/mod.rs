@@ -195,6 +195,7 @@ pub fn answer(
         "summary" => Ok((JSON, serde_json::to_vec(&summary(o)?)?)),
         "timeline" => Ok((JSON, serde_json::to_vec(&timeline(o))?)),
         "threads" => Ok((JSON, serde_json::to_vec(&threads(o))?)),
+        "scatter" => Ok((JSON, serde_json::to_vec(&scatter(o))?)),
         "globals" => Ok((JSON, serde_json::to_vec(&globals(o))?)),
         "sources" => Ok((JSON, serde_json::to_vec(&sources::files(o)?)?)),
         "source" => {
@@ -273,6 +274,26 @@ fn threads(o: &Opened) -> serde_json::Value {
         })
         .collect();
     serde_json::Value::Array(rows)
+}
+
+/// The scatter plots' bins, times in seconds: allocations by (time, size)
+/// and freed blocks by (size, lifetime), each `[x, y, count]`.
+fn scatter(o: &Opened) -> serde_json::Value {
+    let tps = o.profile.globals.ticks_per_second.max(1) as f64;
+    let s = &o.profile.scatter;
+    let size_time: Vec<_> = s
+        .size_over_time
+        .points
+        .iter()
+        .map(|p| serde_json::json!([p.x as f64 / tps, p.y, p.v]))
+        .collect();
+    let life_size: Vec<_> = s
+        .lifetime_over_size
+        .points
+        .iter()
+        .map(|p| serde_json::json!([p.x, p.y as f64 / tps, p.v]))
+        .collect();
+    serde_json::json!({ "size_over_time": size_time, "lifetime_over_size": life_size })
 }
 
 /// Global and thread-local variables, largest first (at most 500).
@@ -372,6 +393,7 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     data.insert("timeline".into(), timeline(o));
     data.insert("meta".into(), serde_json::json!({ "base": null }));
     data.insert("threads".into(), threads(o));
+    data.insert("scatter".into(), scatter(o));
     data.insert("globals".into(), globals(o));
     let (_, leaks) = answer(o, &mut cache, "leaks", "")?;
     data.insert("leaks".into(), String::from_utf8(leaks)?.into());

@@ -111,6 +111,8 @@ try {
   await page.click('nav a[data-page="sizes"]');
   await page.waitForSelector("#sizes-table tr td", { timeout: 20000 });
   seen.sizes = await cells("#sizes-table tr");
+  await page.waitForSelector("#scatter-life-size svg", { timeout: 20000 });
+  seen.scatter = await page.$$eval(".scatters svg", (ss) => ss.map((s) => s.querySelectorAll("circle").length));
   await page.click('nav a[data-page="leaks"]');
   await page.waitForFunction(() => document.getElementById("leaks-text").textContent.length > 0, null, { timeout: 20000 });
   seen.leaks = await page.textContent("#leaks-text");
