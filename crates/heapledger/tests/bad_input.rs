@@ -824,6 +824,8 @@ fn every_command_refuses_bad_profiles_in_one_line() {
             vec![o("check"), b.clone(), o("--max-peak"), o("1")],
             vec![o("diff"), b.clone(), g.clone()],
             vec![o("diff"), g.clone(), b.clone()],
+            vec![o("view"), b.clone(), o("--no-browser")],
+            vec![o("view"), g.clone(), b.clone(), o("--no-browser")],
             vec![
                 o("export"),
                 b.clone(),
@@ -872,7 +874,7 @@ fn every_command_refuses_bad_profiles_in_one_line() {
             assert!(!out.exists(), "{what}: wrote {}", out.display());
         }
     }
-    for command in ["leaks", "check", "diff", "export", "recover"] {
+    for command in ["leaks", "check", "diff", "export", "recover", "view"] {
         let r = heapledger_cmd([command, "--no-such-option"]);
         assert_no_panic(&r, command);
         assert_eq!(r.code, Some(2), "{command}: {}", r.stderr);
