@@ -246,7 +246,9 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
         .contains("global and thread-local variables"));
     assert!(!seen["globalRows"].as_array().unwrap().is_empty());
 
-    // The timeline: two charts with their series.
+    // Pointing at the memory chart names that point's peak's call site.
+    let at = seen["timelineSite"].as_str().unwrap_or("");
+    assert!(at.contains("requested at most"), "{at}");
     assert!(seen["timelineCanvases"].as_u64().unwrap() >= 2, "{seen:#}");
     let legend = seen["timelineLegend"].to_string();
     assert!(

@@ -199,8 +199,16 @@ async function timeline() {
   note.textContent = `${t.seconds.length} points, ${seconds(t.step_seconds)} apart; each point the highest value of its stretch of time.`;
   const width = Math.max(400, document.querySelector("main").clientWidth - 40);
   const axisBytes = { values: (u, vals) => vals.map((v) => bytes(v)), size: 80 };
+  const siteLine = document.getElementById("timeline-site");
   plots.push(new uPlot({
     title: "Memory", width, height: 300, scales: { x: { time: false } },
+    hooks: { setCursor: [(u) => {
+      const i = u.cursor.idx;
+      if (i === null || i === undefined) return;
+      const site = t.sites && t.sites[i];
+      siteLine.textContent = `${seconds(t.seconds[i])}: ${bytes(t.requested[i])} requested at most` +
+        (site ? `, that maximum set by an allocation in ${site}` : "");
+    }] },
     series: [{ label: "s" }, { label: "requested", stroke: "#b3401a", width: 2 }, { label: "resident", stroke: "#2f6db5" }, { label: "virtual", stroke: "#8a8f9c", dash: [4, 4] }],
     axes: [{ label: "seconds" }, axisBytes],
   }, [t.seconds, t.requested, t.resident, t.virtual], document.getElementById("timeline-memory")));

@@ -354,7 +354,17 @@ fn timeline(o: &Opened) -> serde_json::Value {
     let mut free = col(&b.values, bandwidth::FREE_MEM);
     alloc.resize(secs.len(), 0);
     free.resize(secs.len(), 0);
+    // The call site whose allocation set each point's highest requested
+    // memory (none: `null`).
+    let sites: Vec<Option<String>> = (0..secs.len())
+        .map(|i| {
+            let a = *m.callsite.get(i)?;
+            (a != heapledger_profile::Addr::NULL)
+                .then(|| heapledger_analysis::summary::site_of(p, a).to_string())
+        })
+        .collect();
     serde_json::json!({
+        "sites": sites,
         "step_seconds": step,
         "seconds": secs,
         "requested": col(&m.values, memory::REQUESTED),

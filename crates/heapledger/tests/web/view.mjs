@@ -105,6 +105,14 @@ try {
   seen.timelineCanvases = await page.$$eval("#page-timeline canvas", (c) => c.length);
   seen.timelineLegend = await page.$$eval("#page-timeline .u-legend .u-label", (ls) => ls.map((l) => l.textContent));
   seen.timelineNote = await page.textContent("#timeline-note");
+  // Pointing at the memory chart names the call site of that point's peak.
+  const over = await page.$("#timeline-memory .u-over");
+  if (over) {
+    const box = await over.boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.waitForTimeout(200);
+    seen.timelineSite = await page.textContent("#timeline-site");
+  }
 
   // Sizes, leaks, threads, globals: their tables and text.
   const cells = (sel) => page.$$eval(sel, (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
