@@ -227,13 +227,7 @@ fn check_holds_a_profile_to_its_budgets() {
 #[test]
 fn diff_names_the_site_that_grew_and_only_it() {
     let dir = Scratch::new("diff");
-    let exe = dir.join("grow");
-    compile("cc", &["grow.c"], SITE_FLAGS, &exe);
-    let (a, b) = (dir.join("a.sqlite"), dir.join("b.sqlite"));
-    for (out, n) in [(&a, "10"), (&b, "30")] {
-        let o = heapledger_run("dwarf", out, &exe, &[n]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    let (a, b) = grow_runs(&dir);
     let svg = dir.join("d.svg");
     let o = heapledger(&[
         "diff".as_ref(),

@@ -131,32 +131,31 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
 
     // The flame graph's frames are the call tree's nodes (by bytes, and
     // inverted by allocations: the callers' tree).
-    let mut frames: Vec<(String, u64)> = seen["flame"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| frame(t.as_str().unwrap()))
-        .filter(|f| f.0 != "all")
-        .collect();
-    let mut nodes = tree_nodes(store, &[]);
-    frames.sort();
-    nodes.sort();
-    assert_eq!(frames, nodes);
-    assert_eq!(seen["flameZoom"], true, "a click did not zoom");
-    {
-        let mut inverted: Vec<(String, u64)> = seen["flameInverted"]
+    // Both sorted: the frames of an SVG's titles, and the tree's nodes.
+    let frames = |key: &str| {
+        let mut f: Vec<(String, u64)> = seen[key]
             .as_array()
             .unwrap()
             .iter()
             .map(|t| frame(t.as_str().unwrap()))
             .filter(|f| f.0 != "all")
             .collect();
-        let metric = seen["flameInvertedMetric"].as_str().unwrap();
-        let mut callers = tree_nodes(store, &["--bottom-up", "--metric", metric]);
-        inverted.sort();
-        callers.sort();
-        assert_eq!(inverted, callers);
-    }
+        f.sort();
+        f
+    };
+    let sorted_nodes = |extra: &[&str]| {
+        let mut n = tree_nodes(store, extra);
+        n.sort();
+        n
+    };
+    let nodes = sorted_nodes(&[]);
+    assert_eq!(frames("flame"), nodes);
+    assert_eq!(seen["flameZoom"], true, "a click did not zoom");
+    let metric = seen["flameInvertedMetric"].as_str().unwrap();
+    assert_eq!(
+        frames("flameInverted"),
+        sorted_nodes(&["--bottom-up", "--metric", metric])
+    );
 
     // Search (inferno's): the share of the frames that match.
     let total: u64 = nodes.iter().filter(|n| n.0 == "_start").map(|n| n.1).sum();
@@ -387,13 +386,7 @@ fn the_call_tree_collapses_recursion_as_tree_does() {
 #[test]
 fn the_diff_page_names_the_site_that_grew() {
     let dir = Scratch::new("viewer-diff");
-    let exe = dir.join("grow");
-    compile("cc", &["grow.c"], SITE_FLAGS, &exe);
-    let (a, b) = (dir.join("a.sqlite"), dir.join("b.sqlite"));
-    for (out, n) in [(&a, "10"), (&b, "30")] {
-        let o = heapledger_run("dwarf", out, &exe, &[n]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    let (a, b) = grow_runs(&dir);
     let (mut child, url) = start_view(&b, Some(&a));
     let seen = look(&url, "");
     unsafe { libc_kill(child.id() as i32, 2) };

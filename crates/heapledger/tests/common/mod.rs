@@ -381,3 +381,17 @@ pub fn describe_leaks(p: &Profile, leaks: &[&Leak]) -> String {
         })
         .collect()
 }
+
+/// programs/grow.c built and recorded twice, `grow 10` to `dir/a.sqlite`
+/// and `grow 30` to `dir/b.sqlite`: one site makes 20 more blocks of
+/// 100 bytes (the diff tests).
+pub fn grow_runs(dir: &Scratch) -> (PathBuf, PathBuf) {
+    let exe = dir.join("grow");
+    compile("cc", &["grow.c"], SITE_FLAGS, &exe);
+    let (a, b) = (dir.join("a.sqlite"), dir.join("b.sqlite"));
+    for (out, n) in [(&a, "10"), (&b, "30")] {
+        let o = heapledger_run("dwarf", out, &exe, &[n]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    (a, b)
+}
