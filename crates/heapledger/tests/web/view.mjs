@@ -83,11 +83,16 @@ try {
     cells: [...r.cells].map((c) => c.textContent.replace(/^[▸▾]/, "")), hidden: r.hidden })));
   seen.tree = await rows();
   seen.treeTotal = await page.textContent("#tree-total");
-  const closed = await page.$$eval("#tree-table tr", (rs) => rs.findIndex((r) => !r.hidden && r.querySelector(".toggle")?.textContent === "▸"));
-  if (closed >= 0) {
-    await page.locator("#tree-table tr").nth(closed).locator(".toggle").click();
-    seen.treeExpanded = await rows();
-    seen.treeExpandedAt = closed - 1;
+  // A click on an open node's toggle hides its children, another shows
+  // them again: [hidden after the first, hidden after the second].
+  const open = await page.$$eval("#tree-table tr", (rs) => rs.findIndex((r, i) => i > 1 && !r.hidden && r.querySelector(".toggle")?.textContent === "▾"));
+  if (open >= 0) {
+    const child = () => page.$eval(`#tree-table tr:nth-child(${open + 2})`, (r) => r.hidden);
+    const toggle = page.locator("#tree-table tr").nth(open).locator(".toggle");
+    await toggle.click();
+    const closed = await child();
+    await toggle.click();
+    seen.treeToggle = [closed, await child()];
   }
   await page.selectOption("#tree-collapse", "full");
   await page.waitForFunction(() => /full collapse/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
