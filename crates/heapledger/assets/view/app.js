@@ -99,18 +99,25 @@ async function overview() {
 }
 
 // ---- Flame graph (inferno's SVG: zoom, search, tooltips) ----
+let flameAsked = 0;
 async function flame() {
   const m = document.getElementById("flame-metric").value;
   const inv = document.getElementById("flame-inverted").checked ? 1 : 0;
   const c = document.getElementById("flame-collapse").value;
   const frame = document.getElementById("flame-frame");
   if (frame.dataset.shown === `${m},${inv},${c}`) return;
+  // Choices made in quick succession each ask for a graph; only the last
+  // one asked for is shown, whatever order the answers come in.
+  const asked = ++flameAsked;
   try {
     let svg = await api(`flame?metric=${m}&inverted=${inv}&collapse=${c}`, "text");
+    if (asked !== flameAsked) return;
     // inferno's script keeps its zoom and search in the URL; a blob: URL
     // has none to change, which would stop the script: without it then.
     svg = svg.replaceAll("history.replaceState(", "(function(){try{history.replaceState.apply(history,arguments)}catch(e){}})(");
-    if (frame.dataset.url) URL.revokeObjectURL(frame.dataset.url);
+    // The graph shown before is let go once the new one has loaded, not
+    // while the frame may still be reading it.
+    const before = frame.dataset.url;
     const url = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" }));
     frame.dataset.url = url;
     // The frame as tall as the graph, the page scrolled to its base (the
@@ -118,6 +125,7 @@ async function flame() {
     const height = Number((svg.match(/<svg[^>]*\sheight="(\d+)"/) || [])[1] || 600);
     frame.style.height = `${height + 24}px`;
     frame.onload = () => {
+      if (before) URL.revokeObjectURL(before);
       const top = frame.getBoundingClientRect().top + window.scrollY;
       window.scrollTo(0, inv ? top - 120 : top + height + 24 - window.innerHeight);
     };

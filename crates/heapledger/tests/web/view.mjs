@@ -19,7 +19,12 @@ try {
   page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
   page.on("console", (m) => { if (m.type() === "error") errors.push(`console: ${m.text()}`); });
   page.on("request", (r) => requests.push(r.url()));
-  page.on("requestfailed", (r) => errors.push(`request failed: ${r.url()}`));
+  // A frame sent to a new graph before the last one finished loading has
+  // that load aborted by the browser: the user's choice, not a failure.
+  page.on("requestfailed", (r) => {
+    const why = r.failure()?.errorText || "";
+    if (!(r.url().startsWith("blob:") && why === "net::ERR_ABORTED")) errors.push(`request failed: ${r.url()} (${why})`);
+  });
 
   // Overview: the cards' exact numbers, the warnings, the top sites.
   await page.goto(url + "#overview");
