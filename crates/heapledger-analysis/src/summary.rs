@@ -165,6 +165,8 @@ pub struct Summary {
     /// Killed before its end: the checkpoint its profile stops at (number,
     /// seconds after the start).
     pub checkpoint: Option<(u64, f64)>,
+    /// A snapshot taken while it ran: its label (`checkpoint` says when).
+    pub snapshot: Option<String>,
     /// How it ended, when recorded.
     pub exit: Option<ExitInfo>,
     /// Run time in seconds, when the clock rate is known.
@@ -332,6 +334,7 @@ impl Summary {
                 let tps = profile.globals.ticks_per_second.max(1) as f64;
                 (c.seq, c.time as f64 / tps)
             }),
+            snapshot: ext.and_then(|e| e.snapshot.clone()),
             exit: ext.map(|e| e.exit),
             run_seconds: profile.runtime_seconds(),
             threads: Threads {
@@ -867,7 +870,15 @@ impl fmt::Display for Summary {
         }
         process += &exit_text(self.exit.as_ref());
         head.push(vec!["Process".to_owned(), process]);
-        if let Some((seq, secs)) = self.checkpoint {
+        if let (Some((seq, secs)), Some(label)) = (self.checkpoint, &self.snapshot) {
+            head.push(vec![
+                "Snapshot".to_owned(),
+                format!(
+                    "\"{label}\" (number {seq}), taken {} after the process started: the counters as they stood then",
+                    format_seconds(secs)
+                ),
+            ]);
+        } else if let Some((seq, secs)) = self.checkpoint {
             head.push(vec![
                 "Checkpoint".to_owned(),
                 format!(
@@ -1054,7 +1065,10 @@ impl fmt::Display for Summary {
             rows.push(vec!["Temporary".to_owned(), self.temporary.line()]);
         }
         rows.extend([
-            vec!["Alive at exit".to_owned(), blocks(self.alive)],
+            vec![
+                if self.snapshot.is_some() { "Alive then" } else { "Alive at exit" }.to_owned(),
+                blocks(self.alive),
+            ],
             vec!["  by the program".to_owned(), blocks(program)],
             vec![
                 "  by the C/C++ runtime".to_owned(),
@@ -1101,6 +1115,12 @@ impl fmt::Display for Summary {
                     format_bytes(leak.blocks.bytes),
                     plural(leak.blocks.count, "block", "blocks")
                 )?;
+                if leak.frames.is_empty() {
+                    writeln!(
+                        f,
+                        "      (no stack: allocated while stack capture was off, or with --stack none)"
+                    )?;
+                }
                 for frame in &leak.frames {
                     writeln!(f, "      {frame}")?;
                 }
@@ -1190,6 +1210,7 @@ impl Summary {
                 "exit_signal": self.exit.as_ref().and_then(|e| e.signal),
                 "run_seconds": self.run_seconds,
                 "checkpoint": self.checkpoint.map(|(seq, secs)| json!({"seq": seq, "seconds": secs})),
+                "snapshot": self.snapshot,
                 "recorded_by": self.tool,
                 "date": self.date,
             },

@@ -128,6 +128,11 @@ pub struct HeapledgerExt {
     /// ran. None (no key) for a profile written at the process's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointInfo>,
+    /// A snapshot the program or `heapledger ctl` asked for while the
+    /// process ran: its label (`checkpoint` says when). None (no key) for a
+    /// profile of the process's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
     /// The lowest requested bytes alive in each bucket of
     /// `timeline.memoryTimeline` (whose values hold the highest): with both,
     /// a bucket shows how far memory moved in it. Empty where the profile
@@ -247,6 +252,7 @@ impl HeapledgerExt {
             unhooked: None,
             degraded: None,
             checkpoint: None,
+            snapshot: None,
             timeline_low_requested: Vec::new(),
         }
     }

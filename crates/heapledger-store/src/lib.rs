@@ -26,9 +26,9 @@ mod schema;
 mod tree;
 mod write;
 
-pub use read::{ProcessInfo, StackStream, Store};
+pub use read::{ProcessInfo, SnapshotInfo, StackStream, Store};
 pub use schema::{FORMAT, VERSION};
-pub use write::{ProcessMeta, Writer};
+pub use write::{ProcessMeta, SnapshotMeta, Writer, SNAPSHOT_KEYS};
 
 /// Why a store could not be written or read. The messages are one line,
 /// meant to follow the file's name.

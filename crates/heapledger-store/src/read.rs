@@ -42,6 +42,21 @@ pub struct ProcessInfo {
     pub stacks: u64,
 }
 
+/// A snapshot taken while a process ran, as the `snapshot` table lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SnapshotInfo {
+    /// What `head` and `profile` read it by.
+    pub key: u32,
+    pub pid: u32,
+    pub seq: u64,
+    pub label: String,
+    pub seconds: f64,
+    pub allocations: u64,
+    pub allocated_bytes: u64,
+    pub peak_bytes: u64,
+    pub alive_bytes: u64,
+}
+
 /// The largest section a reader decompresses (a profile's run, threads,
 /// timeline... are far smaller).
 const SECTION_MAX: usize = 256 << 20;
@@ -143,6 +158,38 @@ impl Store {
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
+    /// Every snapshot, by process and number (none in a store written
+    /// before they were kept).
+    pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>, StoreError> {
+        let has: i64 = self.conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'snapshot'",
+            [],
+            |r| r.get(0),
+        )?;
+        if has == 0 {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare(
+            "SELECT key, pid, seq, label, seconds, allocations, allocated_bytes, peak_bytes,
+                    alive_bytes
+             FROM snapshot ORDER BY pid, seq",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(SnapshotInfo {
+                key: r.get(0)?,
+                pid: r.get(1)?,
+                seq: r.get::<_, i64>(2)? as u64,
+                label: r.get(3)?,
+                seconds: r.get(4)?,
+                allocations: r.get::<_, i64>(5)? as u64,
+                allocated_bytes: r.get::<_, i64>(6)? as u64,
+                peak_bytes: r.get::<_, i64>(7)? as u64,
+                alive_bytes: r.get::<_, i64>(8)? as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
     fn section<T: serde::de::DeserializeOwned>(
         &self,
         pid: u32,
@@ -221,12 +268,19 @@ impl Store {
     /// stacks as they come needs, in memory that does not grow with them
     /// but for the prefix tree (8 bytes a node).
     pub fn head(&self, pid: u32) -> Result<(Profile, StackStream), StoreError> {
-        let known: Option<i64> = self
-            .conn
-            .query_row("SELECT pid FROM process WHERE pid = ?1", [pid], |r| {
-                r.get(0)
-            })
-            .optional()?;
+        let known: Option<i64> = if pid >= crate::SNAPSHOT_KEYS {
+            self.conn
+                .query_row("SELECT key FROM snapshot WHERE key = ?1", [pid], |r| {
+                    r.get(0)
+                })
+                .optional()?
+        } else {
+            self.conn
+                .query_row("SELECT pid FROM process WHERE pid = ?1", [pid], |r| {
+                    r.get(0)
+                })
+                .optional()?
+        };
         if known.is_none() {
             return Err(StoreError::NoProcess(pid));
         }

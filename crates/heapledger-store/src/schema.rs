@@ -26,6 +26,20 @@ CREATE TABLE process(
     stacks INTEGER NOT NULL,
     nodes INTEGER NOT NULL
 );
+-- Snapshots taken while a process ran (heapledger_snapshot, heapledger ctl):
+-- each a whole profile kept under its key (2^31 and up) in the tables below.
+CREATE TABLE snapshot(
+    key INTEGER PRIMARY KEY,
+    pid INTEGER NOT NULL,          -- the process it was taken of
+    seq INTEGER NOT NULL,
+    label TEXT NOT NULL,
+    seconds REAL NOT NULL,         -- after the process started
+    allocations INTEGER NOT NULL,
+    allocated_bytes INTEGER NOT NULL,
+    peak_bytes INTEGER NOT NULL,
+    alive_bytes INTEGER NOT NULL,
+    stacks INTEGER NOT NULL
+);
 CREATE TABLE section(pid INTEGER NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY(pid, name)) WITHOUT ROWID;
 CREATE TABLE string(pid INTEGER NOT NULL, id INTEGER NOT NULL, text TEXT NOT NULL,

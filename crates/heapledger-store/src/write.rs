@@ -26,6 +26,25 @@ pub struct ProcessMeta {
     pub checkpoint: Option<(u64, f64)>,
 }
 
+/// A snapshot's row (`snapshot` table).
+#[derive(Clone, Debug)]
+pub struct SnapshotMeta {
+    /// Its number among the process's checkpoints and snapshots.
+    pub seq: u64,
+    pub label: String,
+    /// When it was taken, seconds after the process started.
+    pub seconds: f64,
+}
+
+/// Keys of snapshots' rows in the tables keyed by pid: from here up (a
+/// Linux pid is below 2^22).
+pub const SNAPSHOT_KEYS: u32 = 0x8000_0000;
+
+enum Entry {
+    Process(ProcessMeta),
+    Snapshot(SnapshotMeta),
+}
+
 pub(crate) fn space_code(s: AddrSpace) -> i64 {
     match s {
         AddrSpace::Native => 0,
@@ -64,8 +83,24 @@ impl Writer {
 
     /// Adds one process's profile.
     pub fn add_process(&mut self, p: &Profile, meta: ProcessMeta) -> Result<(), StoreError> {
+        let pid = p.heapledger.as_ref().map_or(0, |e| e.pid);
+        self.add(p, pid, Entry::Process(meta))
+    }
+
+    /// Adds a snapshot of a process (`heapledger_snapshot`, `heapledger
+    /// ctl PID snapshot`): its profile at that moment, kept under a key of
+    /// its own (from `SNAPSHOT_KEYS`; pids stay below it), listed in the
+    /// `snapshot` table.
+    pub fn add_snapshot(&mut self, p: &Profile, meta: SnapshotMeta) -> Result<(), StoreError> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM snapshot", [], |r| r.get(0))?;
+        let key = SNAPSHOT_KEYS + n as u32;
+        self.add(p, key, Entry::Snapshot(meta))
+    }
+
+    fn add(&mut self, p: &Profile, pid: u32, entry: Entry) -> Result<(), StoreError> {
         let ext = p.heapledger.as_ref();
-        let pid = ext.map_or(0, |e| e.pid);
         let c = &self.conn;
 
         // Frames: the resolved addresses in `sites.instr`'s order, then
@@ -238,6 +273,29 @@ impl Writer {
             )
         });
         let leaked: u64 = p.leaks.iter().map(|l| l.memory).sum();
+        let meta = match entry {
+            Entry::Process(meta) => meta,
+            Entry::Snapshot(s) => {
+                c.execute(
+                    "INSERT INTO snapshot(key, pid, seq, label, seconds, allocations,
+                        allocated_bytes, peak_bytes, alive_bytes, stacks)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    params![
+                        pid,
+                        ext.map_or(0, |e| e.pid),
+                        s.seq as i64,
+                        s.label,
+                        s.seconds,
+                        allocs as i64,
+                        bytes as i64,
+                        ext.map_or(0, |e| e.peak_requested) as i64,
+                        leaked as i64,
+                        stats.len() as i64,
+                    ],
+                )?;
+                return Ok(());
+            }
+        };
         c.execute(
             "INSERT INTO process(pid, ppid, is_main, forked_from, exe, command, exit_code,
                 exit_signal, complete, checkpoint_seq, checkpoint_seconds, allocations,

@@ -66,6 +66,8 @@ pub struct Dump {
     /// Set in a checkpoint, written while the process ran
     /// ([`Tag::Checkpoint`]); None in a final dump.
     pub checkpoint: Option<Checkpoint>,
+    /// Set in a snapshot's checkpoint: its label ([`Tag::Snapshot`]).
+    pub snapshot: Option<String>,
     /// Memory over time ([`Tag::Timeline`]): the buckets' length (ns) and
     /// the buckets, from the process's start.
     pub timeline: Option<(u64, Vec<TimelinePoint>)>,
@@ -453,6 +455,7 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     cells.push((r.u()?, r.u()?, r.u()?));
                 }
             }
+            Tag::Snapshot => d.snapshot = Some(r.string()?),
             Tag::Checkpoint => {
                 d.checkpoint = Some(Checkpoint {
                     seq: r.u()?,

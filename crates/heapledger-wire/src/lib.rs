@@ -22,7 +22,7 @@ pub use decode::*;
 pub const MAGIC: &[u8; 8] = b"HLEDGR\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 8;
+pub const VERSION: u64 = 9;
 
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "HEAPLEDGER_DIR";
@@ -248,6 +248,10 @@ pub enum Tag {
     /// blocks alive at the end not written as `LeakBlock` records (past
     /// the recorder's limit): how many
     LeakBlocksOmitted = 23,
+    /// the checkpoint is a snapshot the program or `heapledger ctl` asked
+    /// for (the file `P.snap.SEQ`, kept; right after the
+    /// [`Tag::Checkpoint`] record): its label (bytes)
+    Snapshot = 24,
     /// end of dump
     End = 0xff,
 }
@@ -278,6 +282,7 @@ impl Tag {
             21 => Tag::StackUse,
             22 => Tag::LeakBlock,
             23 => Tag::LeakBlocksOmitted,
+            24 => Tag::Snapshot,
             0xff => Tag::End,
             _ => return None,
         })

@@ -63,6 +63,12 @@ enum Command {
         /// its last checkpoint; 0 writes none.
         #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = parse_seconds)]
         checkpoint_every: f64,
+        /// Start with stack capture on or off. While off, allocations are
+        /// still counted with their sizes and blocks (leaks included), with
+        /// no stack; the program (`heapledger.h`) or `heapledger ctl PID
+        /// backtrace on` switches it on.
+        #[arg(long, value_enum, default_value = "on", value_name = "on|off")]
+        backtrace: OnOff,
         /// Number of rows in each table of the summary.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -243,6 +249,18 @@ enum Command {
         #[arg(long)]
         no_browser: bool,
     },
+    /// Steer a program recording under `heapledger run`, without signals:
+    /// `backtrace on|off`, `snapshot [LABEL]`, `stats`.
+    Ctl {
+        /// The process (a pid of the run: the program or a child it started).
+        pid: u32,
+        /// backtrace on|off, snapshot [LABEL], stats.
+        #[arg(required = true, num_args = 1..=2, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Print heapledger.h, the C header a program steers the recorder with
+    /// (`heapledger header > heapledger.h`; docs/control.md).
+    Header,
     /// Print the summary of a profile.
     Report {
         file: PathBuf,
@@ -256,6 +274,13 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
+}
+
+/// A switch's two positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 /// What `heapledger diff` writes.
@@ -275,6 +300,11 @@ struct Which {
     /// Show every process of the run, merged into one profile.
     #[arg(long)]
     all: bool,
+    /// Show the process's snapshot of this label (the last one so
+    /// labelled) or number, taken while it ran (`heapledger_snapshot`,
+    /// `heapledger ctl PID snapshot`); `PROFILE:LABEL` does the same.
+    #[arg(long, value_name = "LABEL", conflicts_with = "all")]
+    snapshot: Option<String>,
 }
 
 impl Which {
@@ -295,7 +325,10 @@ fn opened(
     which: &Which,
     load: crate::profiles::Load,
 ) -> Result<crate::profiles::Opened> {
-    crate::profiles::open(file, which.pick(), load)
+    match &which.snapshot {
+        Some(label) => crate::profiles::open_snapshot(file, which.pick(), Some(label), load),
+        None => crate::profiles::open(file, which.pick(), load),
+    }
 }
 
 /// The summary of an opened profile, its stacks summed as they are read.
@@ -319,6 +352,9 @@ fn after(file: &std::path::Path, o: &crate::profiles::Opened) {
         );
     }
     if let Some(line) = crate::profiles::others_line(file, &o.others) {
+        eprintln!("heapledger: {line}");
+    }
+    if let Some(line) = crate::profiles::snapshots_line(file, &o.snapshots) {
         eprintln!("heapledger: {line}");
     }
 }
@@ -377,6 +413,7 @@ pub fn main() -> Result<u8> {
             exact_lifetimes,
             wait_children,
             checkpoint_every,
+            backtrace,
             top,
             quiet,
             program,
@@ -411,7 +448,13 @@ pub fn main() -> Result<u8> {
                 quiet,
                 wait_children: std::time::Duration::from_secs_f64(wait_children),
                 checkpoint_every: std::time::Duration::from_secs_f64(checkpoint_every),
+                backtrace_off: backtrace == OnOff::Off,
             })
+        }
+        Command::Ctl { pid, command } => crate::ctl::ctl(pid, &command.join(" ")),
+        Command::Header => {
+            print!("{}", crate::ctl::HEADER);
+            Ok(0)
         }
         Command::Tree {
             file,

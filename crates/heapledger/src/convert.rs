@@ -558,6 +558,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
         seq: c.seq,
         time: c.ticks.saturating_sub(d.start_ticks),
     });
+    ext.snapshot = d.snapshot.clone();
     p.heapledger = Some(ext);
     p.heapledger.as_mut().unwrap().runtime_leaks = mp::runtime::classify_leaks(&p);
     p.fill_malt_totals();

@@ -51,6 +51,9 @@ pub(crate) struct Dumps {
     /// `exec` (the new image writes a file of its own if it records), or was
     /// killed by SIGKILL.
     pub empty: Vec<u32>,
+    /// Snapshots the processes took while they ran (`P.snap.SEQ`), each a
+    /// checkpoint with its label, in the order taken.
+    pub snapshots: Vec<heapledger_wire::Dump>,
 }
 
 /// Every dump left in `dir` (the started process and its children),
@@ -74,12 +77,16 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
     entries.sort();
     let mut checkpoints: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
     let mut files = Vec::new();
+    let mut snapshot_files = Vec::new();
     for path in entries {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         let name = name.unwrap_or_default();
-        if name.ends_with(".tmp") {
-            // A checkpoint cut short; the one before it, if any, stands.
+        if name.ends_with(".tmp") || name.ends_with(".ctl") {
+            // A checkpoint cut short (the one before it, if any, stands),
+            // or `heapledger ctl`'s page.
             let _ = std::fs::remove_file(&path);
+        } else if name.contains(".snap.") {
+            snapshot_files.push(path);
         } else if let Some(dump) = name.strip_suffix(".ckpt") {
             checkpoints.insert(path.with_file_name(dump), path);
         } else {
@@ -182,10 +189,27 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
             }
         }
     }
+    let mut snapshots = Vec::new();
+    for path in snapshot_files {
+        let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+        let bytes = if regular {
+            std::fs::read(&path).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let _ = std::fs::remove_file(&path);
+        match heapledger_wire::decode(&bytes) {
+            Ok(d) if d.snapshot.is_some() => snapshots.push(d),
+            Ok(_) => eprintln!("heapledger: skipping {}: not a snapshot", path.display()),
+            Err(e) => eprintln!("heapledger: skipping {}: {e}", path.display()),
+        }
+    }
+    snapshots.sort_by_key(|d| (d.pid, d.checkpoint.map_or(0, |c| c.seq)));
     Ok(Dumps {
         dumps,
         unreadable,
         empty,
+        snapshots,
     })
 }
 

@@ -18,6 +18,7 @@
 pub mod check;
 pub mod cli;
 pub mod convert;
+pub mod ctl;
 pub mod date;
 pub mod diff;
 pub mod dumps;

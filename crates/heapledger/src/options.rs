@@ -35,4 +35,7 @@ pub struct RunOptions {
     /// Time between the checkpoints each process writes while it runs (the
     /// profile of a process killed by SIGKILL); zero: none.
     pub checkpoint_every: std::time::Duration,
+    /// Start with stack capture off (`--backtrace off`): the program
+    /// (`heapledger.h`) or `heapledger ctl` switches it on.
+    pub backtrace_off: bool,
 }

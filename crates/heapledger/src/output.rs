@@ -165,16 +165,24 @@ pub fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Res
     write_whole_with(path, |file, tmp| {
         drop(file);
         let mut w = heapledger_store::Writer::create(tmp).map_err(|e| anyhow::anyhow!("{e}"))?;
-        for (i, p) in profiles.iter().enumerate() {
+        let mut main = true;
+        for p in profiles {
             let tps = p.globals.ticks_per_second.max(1) as f64;
+            let ext = p.heapledger.as_ref();
+            let checkpoint = ext
+                .and_then(|e| e.checkpoint)
+                .map(|c| (c.seq, c.time as f64 / tps));
+            // Snapshots (taken while a process ran) among the processes.
+            if let (Some(label), Some((seq, seconds))) = (ext.and_then(|e| e.snapshot.clone()), checkpoint) {
+                let meta = heapledger_store::SnapshotMeta { seq, label, seconds };
+                w.add_snapshot(p, meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+                continue;
+            }
             let meta = heapledger_store::ProcessMeta {
-                is_main: i == 0,
-                checkpoint: p
-                    .heapledger
-                    .as_ref()
-                    .and_then(|e| e.checkpoint)
-                    .map(|c| (c.seq, c.time as f64 / tps)),
+                is_main: main,
+                checkpoint,
             };
+            main = false;
             w.add_process(p, meta).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         w.finish().map_err(|e| anyhow::anyhow!("{e}"))

@@ -34,6 +34,8 @@ pub struct Opened {
     /// The checkpoint the shown profile stops at (sequence, seconds), where
     /// the process was killed.
     pub checkpoint: Option<(u64, f64)>,
+    /// The shown process's snapshots, where the end of it is shown.
+    pub snapshots: Vec<heapledger_store::SnapshotInfo>,
 }
 
 impl Opened {
@@ -77,9 +79,27 @@ pub enum Load {
     Streamed,
 }
 
-/// Opens `path` and picks what to show.
+/// Opens `path` and picks what to show. `FILE:LABEL`, where no file has
+/// that whole name, is the snapshot LABEL of FILE (as `--snapshot`).
 pub fn open(path: &Path, pick: Pick, load: Load) -> Result<Opened> {
+    if !path.exists() {
+        let text = path.to_string_lossy();
+        if let Some((file, label)) = text.rsplit_once(':') {
+            if !label.is_empty() && Path::new(file).is_file() {
+                return open_snapshot(Path::new(file), pick, Some(label), load);
+            }
+        }
+    }
+    open_snapshot(path, pick, None, load)
+}
+
+/// Opens `path` and picks what to show: with `snapshot`, the picked
+/// process's snapshot of that label (its last one of that label) or number.
+pub fn open_snapshot(path: &Path, pick: Pick, snapshot: Option<&str>, load: Load) -> Result<Opened> {
     let head = first_bytes(path);
+    if snapshot.is_some() && !heapledger_store::is_sqlite(&head) {
+        bail!("`{}` holds no snapshots (only a profile store does)", path.display());
+    }
     if !heapledger_store::is_sqlite(&head) {
         if pick != Pick::Main {
             // A JSON profile holds one process.
@@ -106,6 +126,43 @@ pub fn open(path: &Path, pick: Pick, load: Load) -> Result<Opened> {
     let Some(main) = main else {
         bail!("`{}` holds no process", path.display());
     };
+    if let Some(label) = snapshot {
+        let of = match pick {
+            Pick::Pid(p) => p,
+            Pick::Main => main.pid,
+            Pick::All => bail!("a snapshot is of one process: --snapshot goes without --all"),
+        };
+        let snaps = store.snapshots().map_err(named)?;
+        let mine: Vec<_> = snaps.iter().filter(|s| s.pid == of).collect();
+        let found = mine
+            .iter()
+            .rev()
+            .find(|s| s.label == label)
+            .or_else(|| mine.iter().find(|s| label.parse() == Ok(s.seq)));
+        let Some(found) = found else {
+            let names: Vec<String> = mine.iter().map(|s| format!("{} ({})", s.label, s.seq)).collect();
+            bail!(
+                "`{}` holds no snapshot {label} of process {of} ({})",
+                path.display(),
+                if names.is_empty() { "it has none".to_owned() } else { format!("its snapshots: {}", names.join(", ")) }
+            );
+        };
+        let (profile, stream) = match load {
+            Load::Whole => (check(store.profile(found.key).map_err(named)?)?, None),
+            Load::Streamed => {
+                let (profile, stream) = store.head(found.key).map_err(named)?;
+                (check(profile)?, Some((store, stream, path.to_owned())))
+            }
+        };
+        return Ok(Opened {
+            profile,
+            stream,
+            others: Vec::new(),
+            merged: 1,
+            checkpoint: None,
+            snapshots: Vec::new(),
+        });
+    }
     match pick {
         Pick::All => {
             let mut profiles = Vec::with_capacity(procs.len());
@@ -119,6 +176,7 @@ pub fn open(path: &Path, pick: Pick, load: Load) -> Result<Opened> {
                 others: Vec::new(),
                 merged,
                 checkpoint: None,
+                snapshots: Vec::new(),
             })
         }
         Pick::Main | Pick::Pid(_) => {
@@ -140,12 +198,14 @@ pub fn open(path: &Path, pick: Pick, load: Load) -> Result<Opened> {
                     (check(profile)?, Some((store, stream, path.to_owned())))
                 }
             };
+            let snapshots = store_snapshots(&stream, path, want.pid)?;
             Ok(Opened {
                 profile,
                 stream,
                 others: procs.into_iter().filter(|p| p.pid != want.pid).collect(),
                 merged: 1,
                 checkpoint: want.checkpoint,
+                snapshots,
             })
         }
     }
@@ -158,7 +218,46 @@ fn one(profile: Profile) -> Opened {
         others: Vec::new(),
         merged: 1,
         checkpoint: None,
+        snapshots: Vec::new(),
     }
+}
+
+/// The snapshots of process `pid` in the store at `path`.
+fn store_snapshots(
+    stream: &Option<(Store, StackStream, std::path::PathBuf)>,
+    path: &Path,
+    pid: u32,
+) -> Result<Vec<heapledger_store::SnapshotInfo>> {
+    let named = |e: heapledger_store::StoreError| anyhow!("`{}` {e}", path.display());
+    let all = match stream {
+        Some((store, _, _)) => store.snapshots().map_err(named)?,
+        None => Store::open(path).and_then(|s| s.snapshots()).map_err(named)?,
+    };
+    Ok(all.into_iter().filter(|s| s.pid == pid).collect())
+}
+
+/// The line that lists the shown process's snapshots, under a reader's
+/// output.
+pub fn snapshots_line(path: &Path, snapshots: &[heapledger_store::SnapshotInfo]) -> Option<String> {
+    if snapshots.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 8;
+    let mut names: Vec<String> = snapshots
+        .iter()
+        .take(SHOWN)
+        .map(|s| format!("{} ({:.1} s)", s.label, s.seconds))
+        .collect();
+    if snapshots.len() > SHOWN {
+        names.push(format!("{} more", snapshots.len() - SHOWN));
+    }
+    Some(format!(
+        "{} snapshot{} of this process in {}: {} (--snapshot LABEL shows one)",
+        snapshots.len(),
+        if snapshots.len() == 1 { "" } else { "s" },
+        path.display(),
+        names.join(", ")
+    ))
 }
 
 fn first_bytes(path: &Path) -> Vec<u8> {

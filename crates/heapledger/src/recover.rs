@@ -138,6 +138,9 @@ pub fn recover(out_dir: &Path) -> Result<u8> {
                 &symbols,
             ));
         }
+        for d in &read.snapshots {
+            profiles.push(crate::convert::to_profile(d, &ProcessEnd::default(), &symbols));
+        }
         if let Some(&first) = order.first() {
             let d = &read.dumps[first];
             let path = out_dir.join(format!(

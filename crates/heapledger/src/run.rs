@@ -372,6 +372,9 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     if o.exact_lifetimes {
         opts.push_str(",lifetimes=exact");
     }
+    if o.backtrace_off {
+        opts.push_str(",backtrace=0");
+    }
     let checkpoint_ms = o.checkpoint_every.as_millis();
     if checkpoint_ms > 0 {
         opts.push_str(&format!(",checkpoint={}", checkpoint_ms.max(1)));
@@ -444,6 +447,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         mut dumps,
         unreadable,
         empty,
+        snapshots,
     } = {
         let dir = dir.clone();
         converter
@@ -491,6 +495,17 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let n_children = dumps.len();
     let mut job = vec![(main, end)];
     job.extend(dumps.into_iter().map(|d| (d, ProcessEnd::default())));
+    // Snapshots after the processes (the store keeps them apart; a JSON
+    // profile has no place for them).
+    let n_snapshots = if as_json { 0 } else { snapshots.len() };
+    if as_json && !snapshots.is_empty() {
+        eprintln!(
+            "heapledger: {} snapshot(s) left out: a JSON profile holds one moment (write the profile store, -o NAME.sqlite)",
+            snapshots.len()
+        );
+    } else {
+        job.extend(snapshots.into_iter().map(|d| (d, ProcessEnd::default())));
+    }
     let converting = converter.convert(job);
     clear_old_output(&out);
     // Children of a JSON profile: beside it, in <stem>.children/, which
@@ -561,6 +576,12 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     if !o.quiet {
         if !failed {
             eprintln!("heapledger: profile written to {}", out.display());
+        }
+        if n_snapshots > 0 && !failed {
+            eprintln!(
+                "heapledger: {n_snapshots} snapshot(s) in the profile (`heapledger report {} --snapshot LABEL` shows one)",
+                out.display()
+            );
         }
         if let Some(cdir) = child_dir {
             eprintln!(

@@ -1,6 +1,6 @@
 //! Options from the environment, parsed once at start-up into an immutable
 //! struct (`HEAPLEDGER_OPTS=stack=dwarf,depth=256,follow=1,parent=PID,sample=BYTES,
-//! lifetimes=exact,checkpoint=MS`).
+//! lifetimes=exact,checkpoint=MS,backtrace=0`).
 
 // import kept: the default of `lifetime_head` is the counters' head of
 // timed blocks, whose meaning (and the sampling after it) data/counters.rs
@@ -29,6 +29,10 @@ pub struct Config {
     /// process runs (`process::checkpoint`); 0: none. `heapledger run`
     /// passes its `--checkpoint-every`.
     pub checkpoint_ms: u64,
+    /// Starts with stack capture switched off (`backtrace=0`, `heapledger
+    /// run --backtrace off`): the program or `heapledger ctl` switches it
+    /// on (`process::control`).
+    pub backtrace_off: bool,
 }
 
 pub const DEFAULT: Config = Config {
@@ -40,6 +44,7 @@ pub const DEFAULT: Config = Config {
     lifetime_head: counters::LIFETIME_HEAD,
     dir: None,
     checkpoint_ms: 0,
+    backtrace_off: false,
 };
 
 /// What `get` answers until `load` has run.
@@ -85,6 +90,7 @@ pub fn parse(s: &[u8]) -> Config {
             b"sample" => c.sample_every = num(v).unwrap_or(0),
             b"lifetimes" if v == b"exact" => c.lifetime_head = u64::MAX,
             b"checkpoint" => c.checkpoint_ms = num(v).unwrap_or(0),
+            b"backtrace" => c.backtrace_off = v == b"0",
             _ => {}
         }
     }

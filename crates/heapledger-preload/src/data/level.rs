@@ -205,6 +205,20 @@ pub fn peek() -> i64 {
     unsafe { core::ptr::read_volatile(WORD.0.get().cast::<i64>()) }
 }
 
+/// The level and the peak, read without changing the word (each as of
+/// some moment; the recorder's thread and the API's statistics).
+pub fn peek_both() -> (i64, u64) {
+    let p = WORD.0.get().cast::<u64>();
+    // SAFETY: aligned words; a read racing with a move sees each before or
+    // after it.
+    unsafe {
+        (
+            core::ptr::read_volatile(p) as i64,
+            core::ptr::read_volatile(p.add(1)),
+        )
+    }
+}
+
 /// The level and the peak now.
 pub fn read() -> (i64, u64) {
     let m = apply(0);

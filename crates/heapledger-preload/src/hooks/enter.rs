@@ -188,6 +188,7 @@ pub(super) fn give_back_for(size: usize) -> bool {
 #[inline(always)]
 pub(super) fn stack(st: &mut ThreadState, fp: u64) -> u32 {
     match st.unwind.as_mut() {
+        Some(_) if crate::process::control::stacks_off() => 0,
         Some(_) if degrade::no_stacks() => {
             degrade::WITHOUT_STACK.fetch_add(1, Ordering::Relaxed);
             0

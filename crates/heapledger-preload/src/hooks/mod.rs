@@ -17,12 +17,14 @@
 //! - `dl.rs`: dlopen, dlclose;
 //! - `pthread.rs`: pthread_getattr_np;
 //! - `signal_exit.rs`: _exit, _Exit, sigaltstack, sigaction, signal;
-//! - `main.rs`: __libc_start_main, for the exit status.
+//! - `main.rs`: __libc_start_main, for the exit status;
+//! - `api.rs`: the calls of `heapledger.h` (control while the program runs).
 
 #[macro_use]
 mod trampoline;
 
 mod alloc;
+mod api;
 mod dl;
 mod enter;
 mod lean;

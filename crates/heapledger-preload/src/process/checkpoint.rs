@@ -51,7 +51,7 @@
 use crate::base::clock::now_ns;
 use crate::base::{config, phase};
 use crate::data::{counters, stacks};
-use crate::process::{dump, timeline};
+use crate::process::{control, dump, timeline};
 use crate::thread::{state, tls};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicI32, Ordering};
@@ -59,6 +59,9 @@ use core::sync::atomic::{AtomicI32, Ordering};
 /// The pid whose checkpoint thread was started (a forked child starts its
 /// own).
 static STARTED_FOR: AtomicI32 = AtomicI32::new(0);
+
+/// How often `heapledger ctl`'s page is looked at, at least.
+const CTL_EVERY_NS: u64 = 50_000_000;
 
 /// How long a checkpoint waits for the threads inside hooks.
 const HOLD_LIMIT_NS: u64 = 100_000_000;
@@ -139,10 +142,14 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
     let every_ns = ms.saturating_mul(1_000_000);
     let mut last = None;
     let mut next_ckpt = now_ns().saturating_add(every_ns);
+    control::open_page();
     loop {
         let mut wake = timeline::next_end();
         if ms != 0 {
             wake = wake.min(next_ckpt);
+        }
+        if control::has_page() {
+            wake = wake.min(now_ns().saturating_add(CTL_EVERY_NS));
         }
         let at = libc::timespec {
             tv_sec: (wake / 1_000_000_000) as libc::time_t,
@@ -170,6 +177,7 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
             }
         }
         timeline::tick();
+        control::poll();
         if ms == 0 || now_ns() < next_ckpt {
             continue;
         }

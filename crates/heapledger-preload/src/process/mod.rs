@@ -6,6 +6,7 @@
 //! the process ended (`end.rs`).
 
 pub mod checkpoint;
+pub mod control;
 pub mod dump;
 pub mod end;
 pub mod fork;

@@ -67,6 +67,7 @@ fn start() -> bool {
         real::note_allocator();
         unhooked::find_unhooked();
         stacks::init();
+        crate::process::control::init();
         life::init_key();
         if cfg.stack_mode == heapledger_wire::StackMode::Dwarf {
             modules::refresh(true);

@@ -87,28 +87,37 @@ fn move_high(fd: i32) -> i32 {
 /// written: the threads could not be held within `limit_ns`, or the file
 /// could not be written (said once on stderr).
 pub fn write_checkpoint(limit_ns: u64) -> bool {
-    let Some(mut last) = CKPT.try_lock_for(1000) else {
-        return false;
-    };
+    write(limit_ns, None).is_some()
+}
+
+/// Takes and writes a snapshot labelled `label`: a checkpoint kept as
+/// `P.snap.SEQ` (never replaced; `heapledger run` stores each beside the
+/// final profile); its number, or None where it could not be written.
+pub fn write_snapshot(limit_ns: u64, label: &str) -> Option<u64> {
+    write(limit_ns, Some(label))
+}
+
+fn write(limit_ns: u64, label: Option<&str>) -> Option<u64> {
+    let mut last = CKPT.try_lock_for(1000)?;
     if phase::get() != phase::State::Recording || !phase::owns_memory() {
-        return false;
+        return None;
     }
-    let Some(path) = reserved_path() else {
-        return false;
-    };
-    let Some(snap) = take_snapshot(limit_ns) else {
-        return false;
-    };
+    let path = reserved_path()?;
+    let snap = take_snapshot(limit_ns)?;
     let ckpt = Checkpoint {
         seq: *last + 1,
         ticks: clock::ticks(),
     };
-    let tmp = c_path(&alloc::format!("{path}.ckpt.tmp"));
+    let name = match label {
+        None => alloc::format!("{path}.ckpt"),
+        Some(_) => alloc::format!("{path}.snap.{}", ckpt.seq),
+    };
+    let tmp = c_path(&alloc::format!("{name}.tmp"));
     let fd = match create_high(&tmp) {
         Ok(fd) => fd,
         Err(err) => {
             say_once(&path, err);
-            return false;
+            return None;
         }
     };
     let mut e = Encoder::new(FileSink {
@@ -116,11 +125,11 @@ pub fn write_checkpoint(limit_ns: u64) -> bool {
         buf: Vec::with_capacity(SINK_BUF),
         err: 0,
     });
-    encode_snapshot(&mut e, snap, ckpt);
+    encode_snapshot(&mut e, snap, ckpt, label);
     e.sink.flush();
     // SAFETY: fd is ours.
     unsafe { libc::close(fd) };
-    let done = c_path(&alloc::format!("{path}.ckpt"));
+    let done = c_path(&name);
     // SAFETY: NUL-terminated paths.
     let renamed = e.sink.err == 0
         && unsafe { libc::rename(tmp.as_ptr() as *const _, done.as_ptr() as *const _) } == 0;
@@ -132,10 +141,10 @@ pub fn write_checkpoint(limit_ns: u64) -> bool {
         };
         unsafe { libc::unlink(tmp.as_ptr() as *const _) };
         say_once(&path, err);
-        return false;
+        return None;
     }
     *last = ckpt.seq;
-    true
+    Some(ckpt.seq)
 }
 
 /// One line on stderr for the first checkpoint that could not be written.

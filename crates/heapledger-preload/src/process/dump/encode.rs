@@ -140,8 +140,17 @@ pub(super) fn take_snapshot(limit_ns: u64) -> Option<Snapshot> {
 
 /// A checkpoint's dump: the final dump's records, from `snap`, with
 /// `Tag::Checkpoint` after the header.
-pub(super) fn encode_snapshot(e: &mut Encoder<FileSink>, snap: Snapshot, ckpt: Checkpoint) {
+pub(super) fn encode_snapshot(
+    e: &mut Encoder<FileSink>,
+    snap: Snapshot,
+    ckpt: Checkpoint,
+    label: Option<&str>,
+) {
     let start_ticks = preamble(e, ckpt.ticks, Some(ckpt));
+    if let Some(label) = label {
+        e.tag(Tag::Snapshot);
+        e.bytes(label.as_bytes());
+    }
     let stackless = config::get().stack_mode == heapledger_wire::StackMode::None;
     let maps = [snap.base.as_ref(), Some(&snap.g.merged)];
     write_stacks(e, &maps, snap.totals.epoch, stackless);

@@ -15,7 +15,7 @@ use crate::base::sync;
 use encode::encode;
 mod file;
 
-pub use ckpt::{open_high_read, write_checkpoint, CKPT};
+pub use ckpt::{open_high_read, write_checkpoint, write_snapshot, CKPT};
 pub use file::{forget, reserve};
 
 use crate::base::phase;

@@ -1,0 +1,129 @@
+/* heapledger.h: steer heapledger's recorder from inside a program.
+ *
+ * Header only. Each call looks its function up in the running process
+ * (dlsym), so a program built with this header needs no library to link
+ * and runs the same without heapledger: every call is then a no-op that
+ * says so (-1, 0, or a report saying it is not running under heapledger).
+ * Get it with `heapledger header > heapledger.h`. On glibc before 2.34,
+ * link with -ldl.
+ *
+ *   if (heapledger_is_running()) ...
+ *   heapledger_set_backtrace_enabled(1);     stacks on, for every thread
+ *   struct heapledger_stats s; heapledger_get_stats(&s);
+ *   char *r = heapledger_get_leak_report(); puts(r); heapledger_free_leak_report(r);
+ *   heapledger_snapshot("after-load");       read with `heapledger report P --snapshot after-load`
+ *
+ * None of these may be called from a signal handler. From Python:
+ *   lib = ctypes.CDLL(None); lib.heapledger_set_backtrace_enabled(1)
+ * (check `hasattr(lib, "heapledger_api_version")` first).
+ */
+#ifndef HEAPLEDGER_H
+#define HEAPLEDGER_H
+
+#ifndef _GNU_SOURCE
+#define HEAPLEDGER_UNDEF_GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#ifdef HEAPLEDGER_UNDEF_GNU_SOURCE
+#undef _GNU_SOURCE
+#undef HEAPLEDGER_UNDEF_GNU_SOURCE
+#endif
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The counters now (each thread's as of its last allocation or free).
+ * Sizes are the bytes the program asked for. */
+struct heapledger_stats {
+    uint64_t blocks_alive;    /* allocated and not yet freed */
+    uint64_t bytes_alive;
+    uint64_t peak_bytes;      /* the most bytes alive at once so far */
+    uint64_t allocations;     /* since the start */
+    uint64_t allocated_bytes;
+    uint64_t frees;
+    uint64_t freed_bytes;
+};
+
+static inline void *heapledger__fn(const char *name) {
+#ifdef RTLD_DEFAULT
+    return dlsym(RTLD_DEFAULT, name);
+#else
+    return dlsym((void *)0, name);
+#endif
+}
+
+/* 1 where the program runs under `heapledger run` and is recorded. */
+static inline int heapledger_is_running(void) {
+    int (*f)(void) = (int (*)(void))heapledger__fn("heapledger_api_version");
+    return f ? f() > 0 : 0;
+}
+
+/* Stack capture on (1) or off (0), for every thread, from now on; blocks
+ * allocated while off have no stack in reports, and everything else
+ * (counts, sizes, leaks) is still recorded. 0, or -1 where stacks cannot be
+ * taken (not running under heapledger, `--stack none`). */
+static inline int heapledger_set_backtrace_enabled(int on) {
+    int (*f)(int) = (int (*)(int))heapledger__fn("heapledger_set_backtrace_enabled");
+    return f ? f(on) : -1;
+}
+
+/* 1 while allocations get their stacks, else 0. */
+static inline int heapledger_is_backtrace_enabled(void) {
+    int (*f)(void) = (int (*)(void))heapledger__fn("heapledger_is_backtrace_enabled");
+    return f ? f() : 0;
+}
+
+/* Fills *out: 0, or -1 (*out zeroed) without heapledger. */
+static inline int heapledger_get_stats(struct heapledger_stats *out) {
+    int (*f)(struct heapledger_stats *) =
+        (int (*)(struct heapledger_stats *))heapledger__fn("heapledger_get_stats");
+    if (f)
+        return f(out);
+    if (out)
+        memset(out, 0, sizeof *out);
+    return -1;
+}
+
+/* The leak report as text (totals, then each block alive with its pointer,
+ * size, library and, where it was allocated with stacks on, its frames as
+ * addresses with module and offset and the dynamic symbol where there is
+ * one). Release it with heapledger_free_leak_report (free() works too).
+ * Null only where memory ran out. */
+static inline char *heapledger_get_leak_report(void) {
+    char *(*f)(void) = (char *(*)(void))heapledger__fn("heapledger_get_leak_report");
+    static const char none[] = "=== Memory Leak Report ===\nnot running under heapledger\n";
+    char *r;
+    if (f)
+        return f();
+    r = (char *)malloc(sizeof none);
+    if (r)
+        memcpy(r, none, sizeof none);
+    return r;
+}
+
+static inline void heapledger_free_leak_report(char *report) {
+    void (*f)(char *) = (void (*)(char *))heapledger__fn("heapledger_free_leak_report");
+    if (f)
+        f(report);
+    else
+        free(report);
+}
+
+/* Stores a snapshot of every counter in the profile, labelled `label`:
+ * its number (1, 2, ...), or -1. `heapledger report PROFILE --snapshot
+ * LABEL` shows it, `heapledger diff PROFILE:A PROFILE:B` compares two. */
+static inline int heapledger_snapshot(const char *label) {
+    int (*f)(const char *) = (int (*)(const char *))heapledger__fn("heapledger_snapshot");
+    return f ? f(label) : -1;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEAPLEDGER_H */

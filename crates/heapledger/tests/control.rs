@@ -1,0 +1,290 @@
+//! Control while the program runs (issue 34, seed 002): `heapledger.h`
+//! from inside the program (programs/control.c follows the seed's best
+//! practice: stacks off, switched on as blocks pile up, the leak report,
+//! a snapshot, off again, the leak fixed, verified), the same calls through
+//! Python's ctypes, and `heapledger ctl` from outside on a program that
+//! waits for it (programs/ctl_wait.c, which uses SIGUSR1 and SIGUSR2
+//! itself).
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn heapledger(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn include_dir() -> String {
+    format!(
+        "-I{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../heapledger-preload/include")
+            .display()
+    )
+}
+
+/// `export --format malt` of `what` (a store, or `STORE:LABEL`) into
+/// `out`, read back.
+fn malt_of(what: &str, out: &Path) -> heapledger_profile::Profile {
+    let o = heapledger(&["export", what, "--format", "malt", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    heapledger_profile::Profile::from_path(out).unwrap()
+}
+
+fn build_control(dir: &Scratch) -> PathBuf {
+    let exe = dir.join("control");
+    let inc = include_dir();
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.extend(["-rdynamic", inc.as_str()]);
+    compile("cc", &["control.c"], &flags, &exe);
+    exe
+}
+
+/// The lines of `text` starting with `key `, without it.
+fn lines_of<'a>(text: &'a str, key: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')))
+        .collect()
+}
+
+#[test]
+fn the_seeds_phases_from_inside_the_program_are_exact() {
+    let dir = Scratch::new("control");
+    let exe = build_control(&dir);
+    let src = "control.c";
+    let store = dir.join("p.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--backtrace", "off", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+
+    // The program's own output is what it is alone; there every call says
+    // it is not running under heapledger.
+    let alone = Command::new(&exe).output().unwrap();
+    assert!(alone.status.success());
+    assert_eq!(alone.stdout, o.stdout);
+    let alone_err = String::from_utf8_lossy(&alone.stderr);
+    assert_eq!(lines_of(&alone_err, "running"), ["0 backtrace 0"]);
+    assert_eq!(lines_of(&alone_err, "switch"), ["-1", "-1"]);
+    assert_eq!(lines_of(&alone_err, "snapshot"), ["-1", "-1"]);
+    assert!(alone_err.contains("=== Memory Leak Report ===\nnot running under heapledger\n"));
+    assert!(lines_of(&alone_err, "stats").iter().all(|l| l.split(' ').nth(1) == Some("-1")));
+
+    // Under heapledger: each phase's counts, from the program's own calls.
+    assert_eq!(lines_of(&err, "running"), ["1 backtrace 0"], "{err}");
+    assert_eq!(lines_of(&err, "switch"), ["0", "0"]);
+    assert_eq!(lines_of(&err, "snapshot"), ["1", "2"]);
+    assert_eq!(
+        lines_of(&err, "stats"),
+        [
+            "early 0 blocks=10 bytes=1000 allocations=10 allocated=1000 frees=0 freed=0 backtrace=0",
+            "late 0 blocks=5 bytes=1000 allocations=5 allocated=1000 frees=0 freed=0 backtrace=1",
+            "fixed 0 blocks=-5 bytes=-1000 allocations=0 allocated=0 frees=5 freed=1000 backtrace=0",
+        ]
+    );
+
+    // The in-process leak report: every block with its pointer and size;
+    // those allocated with stacks on with their library and frames.
+    let report = err
+        .split("=== Memory Leak Report ===\n")
+        .nth(1)
+        .and_then(|r| r.split("=== end of report ===").next())
+        .unwrap();
+    assert!(report.starts_with("Total Allocations: 15 (2000 bytes)\nTotal Frees: 0 (0 bytes)\nCurrent Leaks: 15 (2000 bytes)\n"), "{report}");
+    let entries: Vec<&str> = report.split("\nLeak #").skip(1).collect();
+    assert_eq!(entries.len(), 15, "{report}");
+    for ptr in lines_of(&err, "late") {
+        let e = entries
+            .iter()
+            .find(|e| e.contains(&format!("ptr={ptr}, ")))
+            .unwrap_or_else(|| panic!("{ptr} not in {report}"));
+        assert!(e.contains(", size=200, so=control\n  Backtrace ("), "{e}");
+        assert!(e.contains("    #0: 0x") && e.lines().nth(2).unwrap().ends_with("(leak_late)"), "{e}");
+    }
+    for ptr in lines_of(&err, "early") {
+        let e = entries
+            .iter()
+            .find(|e| e.contains(&format!("ptr={ptr}, ")))
+            .unwrap_or_else(|| panic!("{ptr} not in {report}"));
+        assert!(e.trim_end().ends_with(", size=100, so=?"), "{e}");
+    }
+
+    // The profile: the early blocks have no stack, the late ones theirs.
+    let early = site_line(src, "early");
+    let late = site_line(src, "late");
+    let p = malt_of(store.to_str().unwrap(), &dir.join("end.json"));
+    assert!(stacks_at(&p, "leak_early", early).is_empty());
+    let l = site(&p, "leak_late", late);
+    assert_eq!((l.alloc.count, l.alloc.sum, l.free.count, l.alive_req), (5, 1000, 5, 0));
+    let leaks = program_leaks(&p);
+    assert_eq!(leaks.len(), 1, "{}", describe_leaks(&p, &leaks));
+    assert!(leaks[0].stack.is_empty());
+    assert_eq!((leaks[0].count, leaks[0].memory), (10, 1000));
+
+    // The snapshots: before the fix the late blocks alive, after it freed.
+    let with = malt_of(&format!("{}:with-stacks", store.display()), &dir.join("with.json"));
+    let w = site(&with, "leak_late", late);
+    assert_eq!((w.alloc.count, w.free.count, w.alive_req), (5, 0, 1000));
+    let fixed = malt_of(&format!("{}:fixed", store.display()), &dir.join("fixed.json"));
+    let f = site(&fixed, "leak_late", late);
+    assert_eq!((f.alloc.count, f.free.count, f.alive_req), (5, 5, 0));
+    let r = heapledger(&["report", store.to_str().unwrap(), "--snapshot", "with-stacks"]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success());
+    assert!(text.contains("Snapshot         \"with-stacks\" (number 1)"), "{text}");
+
+    // Verified fixed: the diff of the two snapshots.
+    let d = heapledger(&[
+        "diff",
+        &format!("{}:with-stacks", store.display()),
+        &format!("{}:fixed", store.display()),
+    ]);
+    let text = String::from_utf8_lossy(&d.stdout);
+    assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
+    let row = text.lines().find(|l| l.contains("leak_late")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("-1000 B"), "{text}");
+
+    // The final report lists the snapshots; a label not there is one line.
+    let r = heapledger(&["report", store.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&r.stderr)
+        .contains("2 snapshots of this process in"));
+    let r = heapledger(&["report", store.to_str().unwrap(), "--snapshot", "nope"]);
+    let e = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2));
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("holds no snapshot nope") && e.contains("with-stacks (1), fixed (2)"), "{e}");
+}
+
+#[test]
+fn python_steers_the_recorder_through_ctypes() {
+    let dir = Scratch::new("control-py");
+    let store = dir.join("p.sqlite");
+    let script = "import ctypes\n\
+lib = ctypes.CDLL(None)\n\
+print(hasattr(lib, 'heapledger_api_version') and lib.heapledger_api_version())\n\
+print(lib.heapledger_set_backtrace_enabled(0), lib.heapledger_is_backtrace_enabled())\n\
+print(lib.heapledger_set_backtrace_enabled(1), lib.heapledger_is_backtrace_enabled())\n\
+lib.heapledger_get_leak_report.restype = ctypes.c_void_p\n\
+r = lib.heapledger_get_leak_report()\n\
+print(ctypes.string_at(r).decode().splitlines()[0])\n\
+lib.heapledger_free_leak_report(ctypes.c_void_p(r))\n\
+print(lib.heapledger_snapshot(b'py'))\n";
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "-o"])
+        .arg(&store)
+        .args(["--", "python3", "-c", script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "1\n0 0\n0 1\n=== Memory Leak Report ===\n1\n"
+    );
+    let r = heapledger(&["report", &format!("{}:py", store.display())]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    // Without heapledger the symbols are not there.
+    let o = Command::new("python3").args(["-c", script]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().next(), Some("False"));
+}
+
+/// Sends `line` to the program and waits for its answer line.
+fn step(to: &mut impl Write, from: &mut impl BufRead, line: &str) -> String {
+    writeln!(to, "{line}").unwrap();
+    to.flush().unwrap();
+    let mut answer = String::new();
+    from.read_line(&mut answer).unwrap();
+    answer
+}
+
+fn ctl(pid: u32, command: &[&str]) -> String {
+    let mut args = vec!["ctl".to_owned(), pid.to_string()];
+    args.extend(command.iter().map(|s| s.to_string()));
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "ctl {command:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
+    let dir = Scratch::new("ctl");
+    let exe = dir.join("ctl_wait");
+    compile("cc", &["ctl_wait.c"], SITE_FLAGS, &exe);
+    let store = dir.join("c.sqlite");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--backtrace", "off", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to = child.stdin.take().unwrap();
+    let mut from = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    from.read_line(&mut first).unwrap();
+    let pid: u32 = first.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+
+    let stats = ctl(pid, &["stats"]);
+    assert!(stats.contains("\nbacktrace off"), "{stats}");
+    assert_eq!(step(&mut to, &mut from, "go"), "step 1 done\n"); // site a, stacks off
+    assert_eq!(ctl(pid, &["backtrace", "on"]), "backtrace on\n");
+    assert_eq!(step(&mut to, &mut from, "go"), "step 2 done\n"); // site b, with stacks
+    assert!(ctl(pid, &["snapshot", "mid"]).starts_with("snapshot 1 of process"));
+    let stats = ctl(pid, &["stats"]);
+    assert!(stats.contains("\nbacktrace on"), "{stats}");
+    assert_eq!(ctl(pid, &["backtrace", "off"]), "backtrace off\n");
+    assert_eq!(step(&mut to, &mut from, "go"), "step 3 done\n"); // site c, stacks off
+    // The program's own signals reached its own handlers, once each.
+    assert_eq!(step(&mut to, &mut from, "end"), "usr1 1 usr2 1\n");
+    drop(to);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+
+    let src = "ctl_wait.c";
+    let p = malt_of(store.to_str().unwrap(), &dir.join("end.json"));
+    assert!(stacks_at(&p, "site_a", site_line(src, "a")).is_empty());
+    assert_eq!(site(&p, "site_b", site_line(src, "b")).alloc.count, 4);
+    assert!(stacks_at(&p, "site_c", site_line(src, "c")).is_empty());
+    let empty: u64 = p
+        .stacks
+        .iter()
+        .filter(|s| s.stack.is_empty())
+        .map(|s| s.infos.alloc.count)
+        .sum();
+    assert!(empty >= 5, "{empty} allocations without a stack");
+    // The snapshot stands between b and c.
+    let mid = malt_of(&format!("{}:mid", store.display()), &dir.join("mid.json"));
+    assert_eq!(site(&mid, "site_b", site_line(src, "b")).alloc.count, 4);
+    let mid_total: u64 = mid.stacks.iter().map(|s| s.infos.alloc.count).sum();
+    let end_total: u64 = p.stacks.iter().map(|s| s.infos.alloc.count).sum();
+    assert_eq!(end_total - mid_total, 2, "site c's two blocks come after the snapshot");
+
+    // Commands to what cannot take them: one line each, non-zero.
+    for (args, says) in [
+        (vec!["ctl", "999999", "stats"], "no process 999999"),
+        (vec!["ctl", &std::process::id().to_string(), "stats"], "is not running under `heapledger run`"),
+        (vec!["ctl", "1", "dance"], "unknown command `dance`"),
+    ] {
+        let o = heapledger(&args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(0));
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.contains(says), "{e}");
+    }
+}
