@@ -69,6 +69,17 @@ enum Command {
         /// backtrace on` switches it on.
         #[arg(long, value_enum, default_value = "on", value_name = "on|off")]
         backtrace: OnOff,
+        /// Every SECONDS, each process stores a snapshot of its counters in
+        /// the profile (labelled every-1, every-2, ...; `report
+        /// --snapshot LABEL` shows one).
+        #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+        snapshot_every: Option<f64>,
+        /// Each time the bytes a process has allocated and not freed rise
+        /// above SIZE (K, M, G suffixes), it stores a snapshot (labelled
+        /// above-1, above-2, ...): the moments before an out-of-memory
+        /// kill.
+        #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
+        snapshot_when_above: Option<u64>,
         /// Number of rows in each table of the summary.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -414,6 +425,8 @@ pub fn main() -> Result<u8> {
             wait_children,
             checkpoint_every,
             backtrace,
+            snapshot_every,
+            snapshot_when_above,
             top,
             quiet,
             program,
@@ -449,6 +462,8 @@ pub fn main() -> Result<u8> {
                 wait_children: std::time::Duration::from_secs_f64(wait_children),
                 checkpoint_every: std::time::Duration::from_secs_f64(checkpoint_every),
                 backtrace_off: backtrace == OnOff::Off,
+                snapshot_every: snapshot_every.map(std::time::Duration::from_secs_f64),
+                snapshot_when_above,
             })
         }
         Command::Ctl { pid, command } => crate::ctl::ctl(pid, &command.join(" ")),

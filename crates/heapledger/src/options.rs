@@ -38,4 +38,8 @@ pub struct RunOptions {
     /// Start with stack capture off (`--backtrace off`): the program
     /// (`heapledger.h`) or `heapledger ctl` switches it on.
     pub backtrace_off: bool,
+    /// Time between the snapshots each process stores by itself.
+    pub snapshot_every: Option<std::time::Duration>,
+    /// Requested bytes alive above which a process stores a snapshot.
+    pub snapshot_when_above: Option<u64>,
 }

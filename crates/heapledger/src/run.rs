@@ -375,6 +375,12 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     if o.backtrace_off {
         opts.push_str(",backtrace=0");
     }
+    if let Some(every) = o.snapshot_every.filter(|d| !d.is_zero()) {
+        opts.push_str(&format!(",snapshot_every={}", every.as_millis().max(1)));
+    }
+    if let Some(above) = o.snapshot_when_above {
+        opts.push_str(&format!(",snapshot_above={above}"));
+    }
     let checkpoint_ms = o.checkpoint_every.as_millis();
     if checkpoint_ms > 0 {
         opts.push_str(&format!(",checkpoint={}", checkpoint_ms.max(1)));

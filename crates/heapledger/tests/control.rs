@@ -288,3 +288,43 @@ fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
         assert!(e.contains(says), "{e}");
     }
 }
+
+#[test]
+fn the_recorder_takes_snapshots_by_time_and_by_level() {
+    // programs/plateaus.c: 10 MB held from 0.2 to 0.5 s, 50 MB from 0.7
+    // to 0.8 s, a 5 ms spike of 20 MB at 2.5 s, the end at 3.0 s.
+    let dir = Scratch::new("control-auto");
+    let exe = dir.join("plateaus");
+    compile("cc", &["plateaus.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--snapshot-every", "1", "--snapshot-when-above", "30M", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c = rusqlite::Connection::open(&store).unwrap();
+    let snaps: Vec<(String, f64, i64)> = c
+        .prepare("SELECT label, seconds, alive_bytes FROM snapshot ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let find = |l: &str| {
+        snaps
+            .iter()
+            .find(|s| s.0 == l)
+            .unwrap_or_else(|| panic!("no snapshot {l} in {snaps:?}"))
+    };
+    // Once above 30 MB: while the 50 MB are held (looked at every 50 ms).
+    let above = find("above-1");
+    assert!((0.69..0.86).contains(&above.1), "{snaps:?}");
+    assert!(above.2 >= 50 << 20, "{snaps:?}");
+    assert!(!snaps.iter().any(|s| s.0 == "above-2"), "{snaps:?}");
+    // Every second.
+    assert!((0.95..1.5).contains(&find("every-1").1), "{snaps:?}");
+    assert!((1.95..2.5).contains(&find("every-2").1), "{snaps:?}");
+}

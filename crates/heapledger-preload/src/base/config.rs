@@ -1,6 +1,6 @@
 //! Options from the environment, parsed once at start-up into an immutable
 //! struct (`HEAPLEDGER_OPTS=stack=dwarf,depth=256,follow=1,parent=PID,sample=BYTES,
-//! lifetimes=exact,checkpoint=MS,backtrace=0`).
+//! lifetimes=exact,checkpoint=MS,backtrace=0,snapshot_every=MS,snapshot_above=BYTES`).
 
 // import kept: the default of `lifetime_head` is the counters' head of
 // timed blocks, whose meaning (and the sampling after it) data/counters.rs
@@ -33,6 +33,13 @@ pub struct Config {
     /// run --backtrace off`): the program or `heapledger ctl` switches it
     /// on (`process::control`).
     pub backtrace_off: bool,
+    /// Milliseconds between the snapshots the recorder takes by itself
+    /// (`snapshot_every=MS`, `--snapshot-every`); 0: none.
+    pub snapshot_every_ms: u64,
+    /// Requested bytes alive above which the recorder takes a snapshot
+    /// (`snapshot_above=BYTES`, `--snapshot-when-above`), each time the
+    /// level rises past it again; 0: never.
+    pub snapshot_above: u64,
 }
 
 pub const DEFAULT: Config = Config {
@@ -45,6 +52,8 @@ pub const DEFAULT: Config = Config {
     dir: None,
     checkpoint_ms: 0,
     backtrace_off: false,
+    snapshot_every_ms: 0,
+    snapshot_above: 0,
 };
 
 /// What `get` answers until `load` has run.
@@ -91,6 +100,8 @@ pub fn parse(s: &[u8]) -> Config {
             b"lifetimes" if v == b"exact" => c.lifetime_head = u64::MAX,
             b"checkpoint" => c.checkpoint_ms = num(v).unwrap_or(0),
             b"backtrace" => c.backtrace_off = v == b"0",
+            b"snapshot_every" => c.snapshot_every_ms = num(v).unwrap_or(0),
+            b"snapshot_above" => c.snapshot_above = num(v).unwrap_or(0),
             _ => {}
         }
     }

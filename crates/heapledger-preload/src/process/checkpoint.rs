@@ -148,9 +148,11 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
         if ms != 0 {
             wake = wake.min(next_ckpt);
         }
+        let now = now_ns();
         if control::has_page() {
-            wake = wake.min(now_ns().saturating_add(CTL_EVERY_NS));
+            wake = wake.min(now.saturating_add(CTL_EVERY_NS));
         }
+        wake = wake.min(control::auto_wake(now));
         let at = libc::timespec {
             tv_sec: (wake / 1_000_000_000) as libc::time_t,
             tv_nsec: (wake % 1_000_000_000) as libc::c_long,
@@ -178,6 +180,7 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
         }
         timeline::tick();
         control::poll();
+        control::auto_snapshots(now_ns());
         if ms == 0 || now_ns() < next_ckpt {
             continue;
         }

@@ -267,6 +267,73 @@ pub fn c_string(text: &str) -> *mut libc::c_char {
     }
 }
 
+// ---- Snapshots the recorder takes by itself ----
+
+/// When the next `--snapshot-every` snapshot is due (ns), and how many
+/// were taken; whether the level was above `--snapshot-when-above` at the
+/// last look, and how many such snapshots were taken. The recorder's
+/// thread alone uses them.
+struct Auto {
+    next_ns: u64,
+    every_n: u64,
+    above: bool,
+    above_n: u64,
+}
+
+static AUTO: crate::base::sync::SpinLock<Auto> = crate::base::sync::SpinLock::new(Auto {
+    next_ns: 0,
+    every_n: 0,
+    above: false,
+    above_n: 0,
+});
+
+/// When the recorder's thread should look next for its own snapshots
+/// (u64::MAX: never).
+pub fn auto_wake(now: u64) -> u64 {
+    let cfg = config::get();
+    let mut wake = u64::MAX;
+    if cfg.snapshot_every_ms > 0 {
+        if let Some(mut a) = AUTO.try_lock_for(1000) {
+            if a.next_ns == 0 {
+                a.next_ns = now.saturating_add(cfg.snapshot_every_ms.saturating_mul(1_000_000));
+            }
+            wake = a.next_ns;
+        }
+    }
+    if cfg.snapshot_above > 0 {
+        // The level is looked at on every wake-up (at least every 50 ms).
+        wake = wake.min(now.saturating_add(50_000_000));
+    }
+    wake
+}
+
+/// Takes the snapshots that are due: every `--snapshot-every`
+/// (`every-N`), and when the level first rises above
+/// `--snapshot-when-above` after being below it (`above-N`).
+pub fn auto_snapshots(now: u64) {
+    let cfg = config::get();
+    if cfg.snapshot_every_ms == 0 && cfg.snapshot_above == 0 {
+        return;
+    }
+    let Some(mut a) = AUTO.try_lock_for(1000) else { return };
+    if cfg.snapshot_every_ms > 0 && a.next_ns != 0 && now >= a.next_ns {
+        a.every_n += 1;
+        let label = alloc::format!("every-{}", a.every_n);
+        snapshot(label.as_bytes());
+        a.next_ns = crate::base::clock::now_ns()
+            .saturating_add(cfg.snapshot_every_ms.saturating_mul(1_000_000));
+    }
+    if cfg.snapshot_above > 0 {
+        let above = level::peek() > cfg.snapshot_above as i64;
+        if above && !a.above {
+            a.above_n += 1;
+            let label = alloc::format!("above-{}", a.above_n);
+            snapshot(label.as_bytes());
+        }
+        a.above = above;
+    }
+}
+
 // ---- heapledger ctl's page ----
 
 const PAGE: usize = 4096;
