@@ -167,6 +167,9 @@ pub struct Summary {
     pub checkpoint: Option<(u64, f64)>,
     /// A snapshot taken while it ran: its label (`checkpoint` says when).
     pub snapshot: Option<String>,
+    /// The counters were reset while it ran: how many times, seconds
+    /// after the start of the last, and the older blocks.
+    pub reset: Option<(heapledger_profile::ResetInfo, f64)>,
     /// How it ended, when recorded.
     pub exit: Option<ExitInfo>,
     /// Run time in seconds, when the clock rate is known.
@@ -335,6 +338,10 @@ impl Summary {
                 (c.seq, c.time as f64 / tps)
             }),
             snapshot: ext.and_then(|e| e.snapshot.clone()),
+            reset: ext.and_then(|e| e.reset).map(|r| {
+                let tps = profile.globals.ticks_per_second.max(1) as f64;
+                (r, r.time as f64 / tps)
+            }),
             exit: ext.map(|e| e.exit),
             run_seconds: profile.runtime_seconds(),
             threads: Threads {
@@ -923,6 +930,20 @@ impl fmt::Display for Summary {
                 ),
             ]);
         }
+        if let Some((r, secs)) = &self.reset {
+            head.push(vec![
+                "Reset".to_owned(),
+                format!(
+                    "the counters were reset {} by the program, the last {} after the start: they hold what came after; older blocks: {}, {}, freed since (counted in no site); {}, {}, still alive (not in the leaks)",
+                    plural(r.count, "time", "times"),
+                    format_seconds(*secs),
+                    plural(r.older_freed, "block", "blocks"),
+                    format_bytes(r.older_freed_bytes),
+                    plural(r.older_alive, "block", "blocks"),
+                    format_bytes(r.older_alive_bytes),
+                ),
+            ]);
+        }
         if let Some(r) = &self.recording {
             let mut text = if r.stack_mode == "none" {
                 "no stacks".to_owned()
@@ -1211,6 +1232,14 @@ impl Summary {
                 "run_seconds": self.run_seconds,
                 "checkpoint": self.checkpoint.map(|(seq, secs)| json!({"seq": seq, "seconds": secs})),
                 "snapshot": self.snapshot,
+                "reset": self.reset.map(|(r, secs)| json!({
+                    "count": r.count,
+                    "seconds": secs,
+                    "older_freed": r.older_freed,
+                    "older_freed_bytes": r.older_freed_bytes,
+                    "older_alive": r.older_alive,
+                    "older_alive_bytes": r.older_alive_bytes,
+                })),
                 "recorded_by": self.tool,
                 "date": self.date,
             },

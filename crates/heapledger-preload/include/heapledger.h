@@ -11,6 +11,7 @@
  *   heapledger_set_backtrace_enabled(1);     stacks on, for every thread
  *   struct heapledger_stats s; heapledger_get_stats(&s);
  *   char *r = heapledger_get_leak_report(); puts(r); heapledger_free_leak_report(r);
+ *   heapledger_reset_stats();                from here on only what comes after
  *   heapledger_snapshot("after-load");       read with `heapledger report P --snapshot after-load`
  *
  * None of these may be called from a signal handler. From Python:
@@ -47,6 +48,8 @@ struct heapledger_stats {
     uint64_t allocated_bytes;
     uint64_t frees;
     uint64_t freed_bytes;
+    uint64_t older_frees;     /* frees of blocks allocated before the last reset */
+    uint64_t older_freed_bytes;
 };
 
 static inline void *heapledger__fn(const char *name) {
@@ -112,6 +115,14 @@ static inline void heapledger_free_leak_report(char *report) {
         f(report);
     else
         free(report);
+}
+
+/* Resets the counters: from here on, totals and leaks cover only what is
+ * allocated after the call; frees of older blocks are counted apart
+ * (older_frees), never as errors. 0, or -1 without heapledger. */
+static inline int heapledger_reset_stats(void) {
+    int (*f)(void) = (int (*)(void))heapledger__fn("heapledger_reset_stats");
+    return f ? f() : -1;
 }
 
 /* Stores a snapshot of every counter in the profile, labelled `label`:

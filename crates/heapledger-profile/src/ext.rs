@@ -133,12 +133,34 @@ pub struct HeapledgerExt {
     /// profile of the process's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
+    /// The program reset the counters (`heapledger_reset_stats`, `heapledger
+    /// ctl PID reset`): they hold what came after the last reset. None (no
+    /// key) where it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<ResetInfo>,
     /// The lowest requested bytes alive in each bucket of
     /// `timeline.memoryTimeline` (whose values hold the highest): with both,
     /// a bucket shows how far memory moved in it. Empty where the profile
     /// has no timeline.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline_low_requested: Vec<u64>,
+}
+
+/// See [`HeapledgerExt::reset`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResetInfo {
+    /// How many times the counters were reset.
+    pub count: u64,
+    /// When the last reset happened, in ticks since the process started.
+    pub time: u64,
+    /// Blocks allocated before it, still alive at the end.
+    pub older_alive: u64,
+    /// Their bytes.
+    pub older_alive_bytes: u64,
+    /// Blocks allocated before it and freed after it.
+    pub older_freed: u64,
+    /// Their bytes.
+    pub older_freed_bytes: u64,
 }
 
 /// See [`HeapledgerExt::checkpoint`].
@@ -253,6 +275,7 @@ impl HeapledgerExt {
             degraded: None,
             checkpoint: None,
             snapshot: None,
+            reset: None,
             timeline_low_requested: Vec::new(),
         }
     }

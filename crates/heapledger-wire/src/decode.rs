@@ -58,6 +58,8 @@ pub struct Dump {
     pub peak_virtual: u64,
     /// Set when the process was forked from another ([`Tag::Forked`]).
     pub forked: Option<Forked>,
+    /// Set when the program reset the counters ([`Tag::Reset`]).
+    pub reset: Option<Reset>,
     /// How the process ended, when the recorder saw it ([`Tag::Exit`]).
     pub ending: Option<Ending>,
     /// The object that defines the `malloc` the recorder called ("": not
@@ -395,6 +397,16 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     .map(|s| String::from_utf8_lossy(s).into_owned())
                     .collect();
                 d.unhooked_by = r.string()?;
+            }
+            Tag::Reset => {
+                d.reset = Some(Reset {
+                    count: r.u()?,
+                    ticks: r.u()?,
+                    older_alive: r.u()?,
+                    older_alive_bytes: r.u()?,
+                    older_freed: r.u()?,
+                    older_freed_bytes: r.u()?,
+                })
             }
             Tag::Forked => {
                 d.forked = Some(Forked {

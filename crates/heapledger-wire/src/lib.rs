@@ -252,6 +252,11 @@ pub enum Tag {
     /// for (the file `P.snap.SEQ`, kept; right after the
     /// [`Tag::Checkpoint`] record): its label (bytes)
     Snapshot = 24,
+    /// the program reset the counters (`heapledger_reset_stats`; see
+    /// [`Reset`]): how many times, the clock ticks of the last, then the
+    /// blocks from before it still alive (count, bytes) and those freed
+    /// since (count, bytes)
+    Reset = 25,
     /// end of dump
     End = 0xff,
 }
@@ -283,6 +288,7 @@ impl Tag {
             22 => Tag::LeakBlock,
             23 => Tag::LeakBlocksOmitted,
             24 => Tag::Snapshot,
+            25 => Tag::Reset,
             0xff => Tag::End,
             _ => return None,
         })
@@ -430,6 +436,20 @@ pub struct Forked {
     /// Frees (and reallocs) of blocks inherited from the parent.
     pub inherited_freed: u64,
     pub inherited_freed_bytes: u64,
+}
+
+/// What [`Tag::Reset`] says: the counters were reset `count` times, the
+/// last at `ticks` (the header's clock): they hold what came after it, and
+/// the blocks allocated before it are counted apart, as a forked child's
+/// inherited blocks are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reset {
+    pub count: u64,
+    pub ticks: u64,
+    pub older_alive: u64,
+    pub older_alive_bytes: u64,
+    pub older_freed: u64,
+    pub older_freed_bytes: u64,
 }
 
 /// What [`Tag::Checkpoint`] says: the dump was written while the process
@@ -697,6 +717,20 @@ impl<S: Sink> Encoder<S> {
         self.i(c.alive);
         self.u(c.max_alive);
         self.i(c.at_peak);
+    }
+
+    pub fn reset(&mut self, r: &Reset) {
+        self.tag(Tag::Reset);
+        for v in [
+            r.count,
+            r.ticks,
+            r.older_alive,
+            r.older_alive_bytes,
+            r.older_freed,
+            r.older_freed_bytes,
+        ] {
+            self.u(v);
+        }
     }
 
     pub fn forked(&mut self, f: &Forked) {

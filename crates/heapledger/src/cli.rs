@@ -261,11 +261,11 @@ enum Command {
         no_browser: bool,
     },
     /// Steer a program recording under `heapledger run`, without signals:
-    /// `backtrace on|off`, `snapshot [LABEL]`, `stats`.
+    /// `backtrace on|off`, `snapshot [LABEL]`, `reset`, `stats`.
     Ctl {
         /// The process (a pid of the run: the program or a child it started).
         pid: u32,
-        /// backtrace on|off, snapshot [LABEL], stats.
+        /// backtrace on|off, snapshot [LABEL], reset, stats.
         #[arg(required = true, num_args = 1..=2, value_name = "COMMAND")]
         command: Vec<String>,
     },

@@ -559,6 +559,14 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
         time: c.ticks.saturating_sub(d.start_ticks),
     });
     ext.snapshot = d.snapshot.clone();
+    ext.reset = d.reset.map(|r| mp::ResetInfo {
+        count: r.count,
+        time: r.ticks.saturating_sub(d.start_ticks),
+        older_alive: r.older_alive,
+        older_alive_bytes: r.older_alive_bytes,
+        older_freed: r.older_freed,
+        older_freed_bytes: r.older_freed_bytes,
+    });
     p.heapledger = Some(ext);
     p.heapledger.as_mut().unwrap().runtime_leaks = mp::runtime::classify_leaks(&p);
     p.fill_malt_totals();

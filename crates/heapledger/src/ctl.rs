@@ -47,11 +47,11 @@ fn checked(command: &str) -> Result<()> {
     let ok = match (words.next(), words.next()) {
         (Some("backtrace"), Some("on" | "off")) => true,
         (Some("snapshot"), _) => true,
-        (Some("stats"), None) => true,
+        (Some("stats" | "reset"), None) => true,
         _ => false,
     };
     if !ok || command.len() >= COMMAND_MAX || command.contains(['\n', '\0']) {
-        bail!("unknown command `{command}` (backtrace on|off, snapshot [LABEL], stats)");
+        bail!("unknown command `{command}` (backtrace on|off, snapshot [LABEL], reset, stats)");
     }
     Ok(())
 }
@@ -106,6 +106,7 @@ pub fn ctl(pid: u32, command: &str) -> Result<u8> {
             rest.trim_start_matches("snapshot "),
             rest.trim_start_matches("snapshot ")
         ),
+        Some("reset") => println!("counters of process {pid} reset"),
         _ => println!("{rest}"),
     }
     Ok(0)

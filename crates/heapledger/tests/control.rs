@@ -78,6 +78,7 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     assert_eq!(lines_of(&alone_err, "running"), ["0 backtrace 0"]);
     assert_eq!(lines_of(&alone_err, "switch"), ["-1", "-1"]);
     assert_eq!(lines_of(&alone_err, "snapshot"), ["-1", "-1"]);
+    assert_eq!(lines_of(&alone_err, "reset"), ["-1"]);
     assert!(alone_err.contains("=== Memory Leak Report ===\nnot running under heapledger\n"));
     assert!(lines_of(&alone_err, "stats").iter().all(|l| l.split(' ').nth(1) == Some("-1")));
 
@@ -85,14 +86,18 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     assert_eq!(lines_of(&err, "running"), ["1 backtrace 0"], "{err}");
     assert_eq!(lines_of(&err, "switch"), ["0", "0"]);
     assert_eq!(lines_of(&err, "snapshot"), ["1", "2"]);
+    assert_eq!(lines_of(&err, "reset"), ["0"]);
+    // After the reset: the fixed code's 5 blocks, all freed; the 5 leaked
+    // blocks freed as older ones.
     assert_eq!(
         lines_of(&err, "stats"),
         [
             "early 0 blocks=10 bytes=1000 allocations=10 allocated=1000 frees=0 freed=0 backtrace=0",
             "late 0 blocks=5 bytes=1000 allocations=5 allocated=1000 frees=0 freed=0 backtrace=1",
-            "fixed 0 blocks=-5 bytes=-1000 allocations=0 allocated=0 frees=5 freed=1000 backtrace=0",
+            "fixed 0 blocks=0 bytes=0 allocations=5 allocated=1000 frees=5 freed=1000 backtrace=0",
         ]
     );
+    assert_eq!(lines_of(&err, "older"), ["early 0 0", "late 0 0", "fixed 5 1000"]);
 
     // The in-process leak report: every block with its pointer and size;
     // those allocated with stacks on with their library and frames.
@@ -120,31 +125,42 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
         assert!(e.trim_end().ends_with(", size=100, so=?"), "{e}");
     }
 
-    // The profile: the early blocks have no stack, the late ones theirs.
+    // The snapshot before the reset: the early blocks without a stack, the
+    // late ones with theirs, all alive.
     let early = site_line(src, "early");
     let late = site_line(src, "late");
-    let p = malt_of(store.to_str().unwrap(), &dir.join("end.json"));
-    assert!(stacks_at(&p, "leak_early", early).is_empty());
-    let l = site(&p, "leak_late", late);
-    assert_eq!((l.alloc.count, l.alloc.sum, l.free.count, l.alive_req), (5, 1000, 5, 0));
-    let leaks = program_leaks(&p);
-    assert_eq!(leaks.len(), 1, "{}", describe_leaks(&p, &leaks));
-    assert!(leaks[0].stack.is_empty());
-    assert_eq!((leaks[0].count, leaks[0].memory), (10, 1000));
-
-    // The snapshots: before the fix the late blocks alive, after it freed.
     let with = malt_of(&format!("{}:with-stacks", store.display()), &dir.join("with.json"));
+    assert!(stacks_at(&with, "leak_early", early).is_empty());
     let w = site(&with, "leak_late", late);
-    assert_eq!((w.alloc.count, w.free.count, w.alive_req), (5, 0, 1000));
-    let fixed = malt_of(&format!("{}:fixed", store.display()), &dir.join("fixed.json"));
-    let f = site(&fixed, "leak_late", late);
-    assert_eq!((f.alloc.count, f.free.count, f.alive_req), (5, 5, 0));
+    assert_eq!((w.alloc.count, w.alloc.sum, w.free.count, w.alive_req), (5, 1000, 0, 1000));
+    let leaks = program_leaks(&with);
+    let no_stack: Vec<_> = leaks.iter().filter(|l| l.stack.is_empty()).collect();
+    assert_eq!(no_stack.len(), 1, "{}", describe_leaks(&with, &leaks));
+    assert_eq!((no_stack[0].count, no_stack[0].memory), (10, 1000));
+
+    // The end and the snapshot after the fix hold what came after the
+    // reset only: the fixed code's 5 blocks (stacks were off), nothing
+    // left; the older blocks counted apart.
+    for what in [store.display().to_string(), format!("{}:fixed", store.display())] {
+        let p = malt_of(&what, &dir.join("after.json"));
+        let allocs: u64 = p.stacks.iter().map(|s| s.infos.alloc.count).sum();
+        let frees: u64 = p.stacks.iter().map(|s| s.infos.free.count).sum();
+        assert_eq!((allocs, frees), (5, 5), "{what}");
+        assert!(stacks_at(&p, "leak_late", late).is_empty(), "{what}");
+        assert!(program_leaks(&p).is_empty(), "{what}: {}", describe_leaks(&p, &program_leaks(&p)));
+        let r = p.heapledger.as_ref().unwrap().reset.unwrap();
+        assert_eq!(
+            (r.count, r.older_freed, r.older_freed_bytes, r.older_alive, r.older_alive_bytes),
+            (1, 5, 1000, 10, 1000),
+            "{what}"
+        );
+    }
     let r = heapledger(&["report", store.to_str().unwrap(), "--snapshot", "with-stacks"]);
     let text = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success());
     assert!(text.contains("Snapshot         \"with-stacks\" (number 1)"), "{text}");
 
-    // Verified fixed: the diff of the two snapshots.
+    // The two snapshots compared: the late site's leak is gone.
     let d = heapledger(&[
         "diff",
         &format!("{}:with-stacks", store.display()),
@@ -154,6 +170,9 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
     let row = text.lines().find(|l| l.contains("leak_late")).unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains("-1000 B"), "{text}");
+    let r = heapledger(&["report", store.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(text.contains("Reset            the counters were reset 1 time by the program"), "{text}");
 
     // The final report lists the snapshots; a label not there is one line.
     let r = heapledger(&["report", store.to_str().unwrap()]);
@@ -250,6 +269,10 @@ fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
     assert!(stats.contains("\nbacktrace on"), "{stats}");
     assert_eq!(ctl(pid, &["backtrace", "off"]), "backtrace off\n");
     assert_eq!(step(&mut to, &mut from, "go"), "step 3 done\n"); // site c, stacks off
+    assert!(ctl(pid, &["snapshot", "before-reset"]).starts_with("snapshot 2 of process"));
+    assert_eq!(ctl(pid, &["reset"]), format!("counters of process {pid} reset\n"));
+    let stats = ctl(pid, &["stats"]);
+    assert!(stats.starts_with("blocks_alive 0\nbytes_alive 0\npeak_bytes 0\nallocations 0\n"), "{stats}");
     // The program's own signals reached its own handlers, once each.
     assert_eq!(step(&mut to, &mut from, "end"), "usr1 1 usr2 1\n");
     drop(to);
@@ -257,7 +280,10 @@ fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
     assert!(status.success());
 
     let src = "ctl_wait.c";
-    let p = malt_of(store.to_str().unwrap(), &dir.join("end.json"));
+    // After the reset the program allocated nothing.
+    let end = malt_of(store.to_str().unwrap(), &dir.join("end.json"));
+    assert_eq!(end.stacks.iter().map(|s| s.infos.alloc.count).sum::<u64>(), 0);
+    let p = malt_of(&format!("{}:before-reset", store.display()), &dir.join("before.json"));
     assert!(stacks_at(&p, "site_a", site_line(src, "a")).is_empty());
     assert_eq!(site(&p, "site_b", site_line(src, "b")).alloc.count, 4);
     assert!(stacks_at(&p, "site_c", site_line(src, "c")).is_empty());
@@ -280,6 +306,7 @@ fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
         (vec!["ctl", "999999", "stats"], "no process 999999"),
         (vec!["ctl", &std::process::id().to_string(), "stats"], "is not running under `heapledger run`"),
         (vec!["ctl", "1", "dance"], "unknown command `dance`"),
+        (vec!["ctl", &pid.to_string(), "stats"], &format!("no process {pid}")),
     ] {
         let o = heapledger(&args);
         let e = String::from_utf8_lossy(&o.stderr);

@@ -82,6 +82,15 @@ pub unsafe extern "C" fn heapledger_free_leak_report(report: *mut c_char) {
     })
 }
 
+/// Resets the counters: from here on they hold what is allocated after
+/// the call, and frees of older blocks are counted apart (never as
+/// errors). 0, or -1 where the process does not record (or its threads
+/// could not be held).
+#[no_mangle]
+pub extern "C" fn heapledger_reset_stats() -> c_int {
+    as_recorder(|| if start::ready() && control::reset() { 0 } else { -1 })
+}
+
 /// Stores a snapshot of every counter, labelled `label` (null: "snapshot"),
 /// in the profile: its number (1, 2, ...), or -1.
 ///

@@ -73,6 +73,9 @@ pub struct Stats {
     pub allocated_bytes: u64,
     pub frees: u64,
     pub freed_bytes: u64,
+    /// Frees of blocks allocated before the last reset, and their bytes.
+    pub older_frees: u64,
+    pub older_freed_bytes: u64,
 }
 
 /// The counters now (each thread's as of its last event).
@@ -91,6 +94,11 @@ pub fn stats() -> Option<Stats> {
     }
     let (moves, _) = m?;
     let (level, peak) = level::peek_both();
+    let (_, _, older_frees, older_freed_bytes) = if resets().is_some() {
+        live::inherited::counts()
+    } else {
+        (0, 0, 0, 0)
+    };
     Some(Stats {
         blocks_alive: moves[0].saturating_sub(moves[2]),
         bytes_alive: level.max(0) as u64,
@@ -99,7 +107,58 @@ pub fn stats() -> Option<Stats> {
         allocated_bytes: moves[1],
         frees: moves[2],
         freed_bytes: moves[3],
+        older_frees,
+        older_freed_bytes,
     })
+}
+
+/// Resets so far, and the clock ticks of the last.
+static RESETS: AtomicU64 = AtomicU64::new(0);
+static RESET_TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// (resets, ticks of the last) where the counters were reset.
+pub fn resets() -> Option<(u64, u64)> {
+    match RESETS.load(Ordering::Acquire) {
+        0 => None,
+        n => Some((n, RESET_TICKS.load(Ordering::Relaxed))),
+    }
+}
+
+/// Resets the counters: from here on they hold what is allocated after
+/// it. Every block alive now is counted apart from then on, as a forked
+/// child counts the blocks it inherited (`data::live::inherited`): its
+/// free is no error and moves no counter but those of older blocks. Done
+/// with every thread held out of its hooks (`thread::freeze`), and no
+/// checkpoint being written; false where the threads could not be held.
+pub fn reset() -> bool {
+    if !recording() {
+        return false;
+    }
+    for _ in 0..200 {
+        if let Some(ckpt) = dump::CKPT.try_lock_for(1000) {
+            let done = crate::thread::freeze::forget_all_counts(1_000_000_000, || {
+                live::inherited::inherit();
+                crate::data::counters::forked();
+            });
+            if done {
+                RESET_TICKS.store(crate::base::clock::ticks(), Ordering::Relaxed);
+                RESETS.fetch_add(1, Ordering::AcqRel);
+            }
+            drop(ckpt);
+            return done;
+        }
+        // SAFETY: a valid timespec.
+        unsafe {
+            libc::nanosleep(
+                &libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 10_000_000,
+                },
+                core::ptr::null_mut(),
+            )
+        };
+    }
+    false
 }
 
 /// Blocks listed at most in a leak report (the totals count them all).
@@ -446,9 +505,13 @@ fn answer(command: &[u8]) -> String {
             Some(seq) => alloc::format!("ok snapshot {seq}"),
             None => String::from("error the snapshot could not be written"),
         },
+        (b"reset", _) => match reset() {
+            true => String::from("ok reset"),
+            false => String::from("error the threads could not be held for the reset"),
+        },
         (b"stats", _) => match stats() {
             Some(s) => alloc::format!(
-                "ok\nblocks_alive {}\nbytes_alive {}\npeak_bytes {}\nallocations {}\nallocated_bytes {}\nfrees {}\nfreed_bytes {}\nbacktrace {}",
+                "ok\nblocks_alive {}\nbytes_alive {}\npeak_bytes {}\nallocations {}\nallocated_bytes {}\nfrees {}\nfreed_bytes {}\nolder_frees {}\nolder_freed_bytes {}\nbacktrace {}",
                 s.blocks_alive,
                 s.bytes_alive,
                 s.peak_bytes,
@@ -456,6 +519,8 @@ fn answer(command: &[u8]) -> String {
                 s.allocated_bytes,
                 s.frees,
                 s.freed_bytes,
+                s.older_frees,
+                s.older_freed_bytes,
                 if stacks_on() { "on" } else { "off" }
             ),
             None => String::from("error not recording"),

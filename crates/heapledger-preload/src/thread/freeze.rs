@@ -87,42 +87,75 @@ pub fn with_states_frozen<R>(
     limit_ns: u64,
     f: impl FnOnce(&[&ThreadState], u64) -> R,
 ) -> Option<R> {
+    frozen(limit_ns, |all, max_alive| {
+        let mut refs: Vec<&ThreadState> = Vec::new();
+        refs.try_reserve(all.len()).ok()?;
+        // SAFETY: registered states are never freed; only read here.
+        refs.extend(all.iter().map(|&s| unsafe { &*s }));
+        Some(f(&refs, max_alive))
+    })
+    .flatten()
+}
+
+/// Empties every thread's counters (and those of the ended threads) with
+/// every thread held out of its hooks, after `before` ran with them held
+/// (`process::control::reset`); false where they could not be held.
+pub fn forget_all_counts(limit_ns: u64, before: impl FnOnce()) -> bool {
+    frozen(limit_ns, |all, _| {
+        before();
+        for &s in all {
+            // SAFETY: registered states are never freed, and none is used
+            // meanwhile: their threads wait at their hooks' door, the
+            // ended ones' under the registry's lock, the orphan's under its
+            // own, both held.
+            unsafe { (*s).forget_counts() };
+        }
+    })
+    .is_some()
+}
+
+/// `with_states_frozen` on the states themselves.
+fn frozen<R>(limit_ns: u64, f: impl FnOnce(&[*mut ThreadState], u64) -> R) -> Option<R> {
     if !can_freeze() {
         return None;
     }
-    let reg = REGISTRY.lock();
-    let mut all: Vec<&ThreadState> = Vec::new();
+    let mut reg = REGISTRY.lock();
+    let mut all: Vec<*mut ThreadState> = Vec::new();
     let mut p = reg.head;
     while !p.is_null() {
-        // SAFETY: registered states are never freed.
-        let s = unsafe { &*p };
         all.try_reserve(1).ok()?;
-        all.push(s);
-        p = s.next;
+        all.push(p);
+        // SAFETY: registered states are never freed.
+        p = unsafe { (*p).next };
     }
     let threads = all.len();
-    for s in [reg.retired.as_deref(), reg.folded.as_deref()]
+    let max_alive = reg.max_alive;
+    let r = &mut *reg;
+    for s in [r.retired.as_deref_mut(), r.folded.as_deref_mut()]
         .into_iter()
         .flatten()
     {
         all.try_reserve(1).ok()?;
-        all.push(s);
+        all.push(s as *mut ThreadState);
     }
-    let thaw = |all: &[&ThreadState]| {
-        for s in &all[..threads] {
-            s.frozen.store(false, Ordering::Release);
+    let thaw = |all: &[*mut ThreadState]| {
+        for &s in &all[..threads] {
+            // SAFETY: as above.
+            unsafe { (*s).frozen.store(false, Ordering::Release) };
         }
     };
-    for s in &all[..threads] {
-        s.frozen.store(true, Ordering::Relaxed);
+    for &s in &all[..threads] {
+        // SAFETY: as above.
+        unsafe { (*s).frozen.store(true, Ordering::Relaxed) };
     }
     if !membarrier() {
         thaw(&all);
         return None;
     }
     let deadline = clock::now_ns() + limit_ns;
-    for s in &all[..threads] {
-        while s.busy.load(Ordering::Acquire) {
+    for &s in &all[..threads] {
+        // SAFETY: as above.
+        while unsafe { (*s).busy.load(Ordering::Acquire) } {
             if clock::now_ns() > deadline {
                 thaw(&all);
                 return None;
@@ -132,16 +165,18 @@ pub fn with_states_frozen<R>(
         }
     }
     // The orphan state's users hold its lock for their hook's length.
-    let Some(orphan) = ORPHAN.try_lock_for(1000) else {
+    let Some(mut orphan) = ORPHAN.try_lock_for(1000) else {
         thaw(&all);
         return None;
     };
-    if let Some(o) = orphan.as_deref() {
+    if let Some(o) = orphan.as_deref_mut() {
         if all.try_reserve(1).is_ok() {
-            all.push(o);
+            all.push(o as *mut ThreadState);
         }
     }
-    let r = f(&all, reg.max_alive);
+    let r = f(&all, max_alive);
     thaw(&all);
+    drop(orphan);
+    drop(reg);
     Some(r)
 }

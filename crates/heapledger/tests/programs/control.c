@@ -1,7 +1,8 @@
 /* Seed 002's best practice, steered from inside the program through
  * heapledger.h: stacks off while it starts (run with --backtrace off),
  * switched on when the statistics show blocks piling up, the leak report
- * read, a snapshot, stacks off again, the leak fixed, a second snapshot.
+ * read, a snapshot; stacks off again, the counters reset, the leak fixed
+ * and the fixed code run, verified by the statistics; a second snapshot.
  * What heapledger says goes to stderr; the program's own output (stdout)
  * is the same with and without heapledger. */
 #include <stdio.h>
@@ -26,6 +27,15 @@ __attribute__((noinline)) void fix_late(void) {
         free(late[i]);
 }
 
+/* The same work, fixed: what it allocates it frees. */
+__attribute__((noinline)) void work_fixed(void) {
+    void *p[5];
+    for (int i = 0; i < 5; i++)
+        p[i] = malloc(200); /* SITE:fixed */
+    for (int i = 0; i < 5; i++)
+        free(p[i]);
+}
+
 static void stats(const char *phase, const struct heapledger_stats *before) {
     struct heapledger_stats s;
     int r = heapledger_get_stats(&s);
@@ -38,6 +48,9 @@ static void stats(const char *phase, const struct heapledger_stats *before) {
             (unsigned long long)(s.frees - before->frees),
             (unsigned long long)(s.freed_bytes - before->freed_bytes),
             heapledger_is_backtrace_enabled());
+    fprintf(stderr, "older %s %llu %llu\n", phase,
+            (unsigned long long)(s.older_frees - before->older_frees),
+            (unsigned long long)(s.older_freed_bytes - before->older_freed_bytes));
 }
 
 int main(void) {
@@ -68,12 +81,14 @@ int main(void) {
     fprintf(stderr, "snapshot %d\n", heapledger_snapshot("with-stacks"));
     printf("phase 2 done\n");
 
-    /* Stacks off, the leak fixed, verified. */
+    /* Stacks off, counters reset, the leak fixed and the fixed code run:
+     * verified when nothing is left alive since the reset. */
     fprintf(stderr, "switch %d\n", heapledger_set_backtrace_enabled(0));
-    struct heapledger_stats before_fix;
-    heapledger_get_stats(&before_fix);
+    fprintf(stderr, "reset %d\n", heapledger_reset_stats());
+    struct heapledger_stats zero = {0};
     fix_late();
-    stats("fixed", &before_fix);
+    work_fixed();
+    stats("fixed", &zero);
     fprintf(stderr, "snapshot %d\n", heapledger_snapshot("fixed"));
     printf("phase 3 done\n");
     return 0;

@@ -21,6 +21,17 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
             inherited_freed_bytes: freed_bytes,
         });
     }
+    if let Some((count, ticks)) = crate::process::control::resets() {
+        let (alive, alive_bytes, freed, freed_bytes) = live::inherited::counts();
+        e.reset(&heapledger_wire::Reset {
+            count,
+            ticks,
+            older_alive: alive,
+            older_alive_bytes: alive_bytes,
+            older_freed: freed,
+            older_freed_bytes: freed_bytes,
+        });
+    }
     if let Some(how) = end::get() {
         e.ending(how);
     }
