@@ -355,3 +355,54 @@ fn the_recorder_takes_snapshots_by_time_and_by_level() {
     assert!((0.95..1.5).contains(&find("every-1").1), "{snaps:?}");
     assert!((1.95..2.5).contains(&find("every-2").1), "{snaps:?}");
 }
+
+#[test]
+fn the_rust_crate_makes_the_same_calls() {
+    let dir = Scratch::new("control-rust");
+    let exe = dir.join("steer");
+    let o = Command::new("rustc")
+        .args(["-g", "-O", "--edition", "2021", "-o"])
+        .arg(&exe)
+        .arg(programs_dir().join("steer.rs"))
+        .output()
+        .expect("rustc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let store = dir.join("p.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--backtrace", "off", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "done\n");
+    // 7 vectors of 300 bytes, and the outer vector of 7 (24 bytes each).
+    assert_eq!(
+        err.lines().collect::<Vec<_>>(),
+        [
+            "running true",
+            "switch true",
+            "enabled true",
+            "grew 8 2268",
+            "report === Memory Leak Report ===",
+            "snapshot Some(1)",
+            "reset true",
+        ]
+    );
+    // The snapshot holds the 7 vectors at their line, with their stack.
+    let r = heapledger(&["report", &format!("{}:kept", store.display())]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    let at = format!("steer.rs:{}", site_line("steer.rs", "keep"));
+    let row = text
+        .lines()
+        .find(|l| l.contains("steer::keep") && l.contains(&at))
+        .unwrap_or_else(|| panic!("no steer::keep at {at} in {text}"));
+    assert!(row.contains("2100 B") && row.contains(" 7 "), "{row}");
+    // Alone: every call says it is not running under heapledger.
+    let o = Command::new(&exe).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success());
+    assert!(err.starts_with("running false\nswitch false\nenabled false\ngrew 0 0\nreport === Memory Leak Report ===\nsnapshot None\nreset false\n"), "{err}");
+}
