@@ -1087,7 +1087,12 @@ impl fmt::Display for Summary {
         }
         rows.extend([
             vec![
-                if self.snapshot.is_some() { "Alive then" } else { "Alive at exit" }.to_owned(),
+                if self.snapshot.is_some() {
+                    "Alive then"
+                } else {
+                    "Alive at exit"
+                }
+                .to_owned(),
                 blocks(self.alive),
             ],
             vec!["  by the program".to_owned(), blocks(program)],

@@ -71,7 +71,12 @@ macro_rules! call {
 
 /// Whether the program runs under `heapledger run` and is recorded.
 pub fn is_running() -> bool {
-    call!(c"heapledger_api_version", extern "C" fn() -> c_int, |f| f() > 0, false)
+    call!(
+        c"heapledger_api_version",
+        extern "C" fn() -> c_int,
+        |f| f() > 0,
+        false
+    )
 }
 
 /// Switches stack capture on or off for every thread, from now on; false
@@ -88,7 +93,12 @@ pub fn set_backtrace_enabled(on: bool) -> bool {
 
 /// Whether allocations get their stacks now.
 pub fn is_backtrace_enabled() -> bool {
-    call!(c"heapledger_is_backtrace_enabled", extern "C" fn() -> c_int, |f| f() == 1, false)
+    call!(
+        c"heapledger_is_backtrace_enabled",
+        extern "C" fn() -> c_int,
+        |f| f() == 1,
+        false
+    )
 }
 
 /// The counters now; None without heapledger.
@@ -134,7 +144,12 @@ pub fn leak_report() -> String {
 /// Resets the counters: from now on they hold what is allocated after
 /// the call; false without heapledger.
 pub fn reset_stats() -> bool {
-    call!(c"heapledger_reset_stats", extern "C" fn() -> c_int, |f| f() == 0, false)
+    call!(
+        c"heapledger_reset_stats",
+        extern "C" fn() -> c_int,
+        |f| f() == 0,
+        false
+    )
 }
 
 /// Stores a labelled snapshot of every counter in the profile; its number,

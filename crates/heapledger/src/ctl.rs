@@ -44,12 +44,12 @@ fn run_dir(pid: u32) -> Result<PathBuf> {
 /// Checks a command before it is sent: one line, a known verb.
 fn checked(command: &str) -> Result<()> {
     let mut words = command.splitn(2, ' ');
-    let ok = match (words.next(), words.next()) {
-        (Some("backtrace"), Some("on" | "off")) => true,
-        (Some("snapshot"), _) => true,
-        (Some("stats" | "reset"), None) => true,
-        _ => false,
-    };
+    let ok = matches!(
+        (words.next(), words.next()),
+        (Some("backtrace"), Some("on" | "off"))
+            | (Some("snapshot"), _)
+            | (Some("stats" | "reset"), None)
+    );
     if !ok || command.len() >= COMMAND_MAX || command.contains(['\n', '\0']) {
         bail!("unknown command `{command}` (backtrace on|off, snapshot [LABEL], reset, stats)");
     }
@@ -60,11 +60,15 @@ pub fn ctl(pid: u32, command: &str) -> Result<u8> {
     checked(command)?;
     let dir = run_dir(pid)?;
     let path = dir.join(format!("{pid}.ctl"));
-    let file = match std::fs::OpenOptions::new().read(true).write(true).open(&path) {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+    {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "process {pid} takes no commands (it does not record, or has not started yet)"
-        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("process {pid} takes no commands (it does not record, or has not started yet)")
+        }
         Err(e) => bail!("cannot open {}: {e}", path.display()),
     };
     let fd = file.as_raw_fd();
@@ -118,7 +122,10 @@ fn exchange(pid: u32, p: *mut u8, command: &str) -> Result<String> {
     if word(0).load(Ordering::Acquire) != MAGIC {
         bail!("process {pid} takes no commands (its page is not heapledger's)");
     }
-    let seq = word(1).load(Ordering::Relaxed).max(word(2).load(Ordering::Acquire)) + 1;
+    let seq = word(1)
+        .load(Ordering::Relaxed)
+        .max(word(2).load(Ordering::Acquire))
+        + 1;
     // SAFETY: within the page; the command fits (`checked`).
     unsafe {
         std::ptr::copy_nonoverlapping(command.as_ptr(), p.add(COMMAND_AT), command.len());
@@ -132,7 +139,10 @@ fn exchange(pid: u32, p: *mut u8, command: &str) -> Result<String> {
             bail!("process {pid} ended before it answered");
         }
         if start.elapsed() > PATIENCE {
-            bail!("process {pid} did not answer within {} s", PATIENCE.as_secs());
+            bail!(
+                "process {pid} did not answer within {} s",
+                PATIENCE.as_secs()
+            );
         }
         std::thread::sleep(Duration::from_millis(2));
     }

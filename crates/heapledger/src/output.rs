@@ -173,9 +173,16 @@ pub fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Res
                 .and_then(|e| e.checkpoint)
                 .map(|c| (c.seq, c.time as f64 / tps));
             // Snapshots (taken while a process ran) among the processes.
-            if let (Some(label), Some((seq, seconds))) = (ext.and_then(|e| e.snapshot.clone()), checkpoint) {
-                let meta = heapledger_store::SnapshotMeta { seq, label, seconds };
-                w.add_snapshot(p, meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if let (Some(label), Some((seq, seconds))) =
+                (ext.and_then(|e| e.snapshot.clone()), checkpoint)
+            {
+                let meta = heapledger_store::SnapshotMeta {
+                    seq,
+                    label,
+                    seconds,
+                };
+                w.add_snapshot(p, meta)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
                 continue;
             }
             let meta = heapledger_store::ProcessMeta {

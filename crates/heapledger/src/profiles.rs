@@ -95,10 +95,18 @@ pub fn open(path: &Path, pick: Pick, load: Load) -> Result<Opened> {
 
 /// Opens `path` and picks what to show: with `snapshot`, the picked
 /// process's snapshot of that label (its last one of that label) or number.
-pub fn open_snapshot(path: &Path, pick: Pick, snapshot: Option<&str>, load: Load) -> Result<Opened> {
+pub fn open_snapshot(
+    path: &Path,
+    pick: Pick,
+    snapshot: Option<&str>,
+    load: Load,
+) -> Result<Opened> {
     let head = first_bytes(path);
     if snapshot.is_some() && !heapledger_store::is_sqlite(&head) {
-        bail!("`{}` holds no snapshots (only a profile store does)", path.display());
+        bail!(
+            "`{}` holds no snapshots (only a profile store does)",
+            path.display()
+        );
     }
     if !heapledger_store::is_sqlite(&head) {
         if pick != Pick::Main {
@@ -140,11 +148,18 @@ pub fn open_snapshot(path: &Path, pick: Pick, snapshot: Option<&str>, load: Load
             .find(|s| s.label == label)
             .or_else(|| mine.iter().find(|s| label.parse() == Ok(s.seq)));
         let Some(found) = found else {
-            let names: Vec<String> = mine.iter().map(|s| format!("{} ({})", s.label, s.seq)).collect();
+            let names: Vec<String> = mine
+                .iter()
+                .map(|s| format!("{} ({})", s.label, s.seq))
+                .collect();
             bail!(
                 "`{}` holds no snapshot {label} of process {of} ({})",
                 path.display(),
-                if names.is_empty() { "it has none".to_owned() } else { format!("its snapshots: {}", names.join(", ")) }
+                if names.is_empty() {
+                    "it has none".to_owned()
+                } else {
+                    format!("its snapshots: {}", names.join(", "))
+                }
             );
         };
         let (profile, stream) = match load {
@@ -231,7 +246,9 @@ fn store_snapshots(
     let named = |e: heapledger_store::StoreError| anyhow!("`{}` {e}", path.display());
     let all = match stream {
         Some((store, _, _)) => store.snapshots().map_err(named)?,
-        None => Store::open(path).and_then(|s| s.snapshots()).map_err(named)?,
+        None => Store::open(path)
+            .and_then(|s| s.snapshots())
+            .map_err(named)?,
     };
     Ok(all.into_iter().filter(|s| s.pid == pid).collect())
 }

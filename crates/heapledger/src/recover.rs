@@ -139,7 +139,11 @@ pub fn recover(out_dir: &Path) -> Result<u8> {
             ));
         }
         for d in &read.snapshots {
-            profiles.push(crate::convert::to_profile(d, &ProcessEnd::default(), &symbols));
+            profiles.push(crate::convert::to_profile(
+                d,
+                &ProcessEnd::default(),
+                &symbols,
+            ));
         }
         if let Some(&first) = order.first() {
             let d = &read.dumps[first];

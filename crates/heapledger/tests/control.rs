@@ -32,7 +32,14 @@ fn include_dir() -> String {
 /// `export --format malt` of `what` (a store, or `STORE:LABEL`) into
 /// `out`, read back.
 fn malt_of(what: &str, out: &Path) -> heapledger_profile::Profile {
-    let o = heapledger(&["export", what, "--format", "malt", "-o", out.to_str().unwrap()]);
+    let o = heapledger(&[
+        "export",
+        what,
+        "--format",
+        "malt",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     heapledger_profile::Profile::from_path(out).unwrap()
 }
@@ -80,7 +87,9 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     assert_eq!(lines_of(&alone_err, "snapshot"), ["-1", "-1"]);
     assert_eq!(lines_of(&alone_err, "reset"), ["-1"]);
     assert!(alone_err.contains("=== Memory Leak Report ===\nnot running under heapledger\n"));
-    assert!(lines_of(&alone_err, "stats").iter().all(|l| l.split(' ').nth(1) == Some("-1")));
+    assert!(lines_of(&alone_err, "stats")
+        .iter()
+        .all(|l| l.split(' ').nth(1) == Some("-1")));
 
     // Under heapledger: each phase's counts, from the program's own calls.
     assert_eq!(lines_of(&err, "running"), ["1 backtrace 0"], "{err}");
@@ -97,7 +106,10 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
             "fixed 0 blocks=0 bytes=0 allocations=5 allocated=1000 frees=5 freed=1000 backtrace=0",
         ]
     );
-    assert_eq!(lines_of(&err, "older"), ["early 0 0", "late 0 0", "fixed 5 1000"]);
+    assert_eq!(
+        lines_of(&err, "older"),
+        ["early 0 0", "late 0 0", "fixed 5 1000"]
+    );
 
     // The in-process leak report: every block with its pointer and size;
     // those allocated with stacks on with their library and frames.
@@ -115,7 +127,10 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
             .find(|e| e.contains(&format!("ptr={ptr}, ")))
             .unwrap_or_else(|| panic!("{ptr} not in {report}"));
         assert!(e.contains(", size=200, so=control\n  Backtrace ("), "{e}");
-        assert!(e.contains("    #0: 0x") && e.lines().nth(2).unwrap().ends_with("(leak_late)"), "{e}");
+        assert!(
+            e.contains("    #0: 0x") && e.lines().nth(2).unwrap().ends_with("(leak_late)"),
+            "{e}"
+        );
     }
     for ptr in lines_of(&err, "early") {
         let e = entries
@@ -129,10 +144,16 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     // late ones with theirs, all alive.
     let early = site_line(src, "early");
     let late = site_line(src, "late");
-    let with = malt_of(&format!("{}:with-stacks", store.display()), &dir.join("with.json"));
+    let with = malt_of(
+        &format!("{}:with-stacks", store.display()),
+        &dir.join("with.json"),
+    );
     assert!(stacks_at(&with, "leak_early", early).is_empty());
     let w = site(&with, "leak_late", late);
-    assert_eq!((w.alloc.count, w.alloc.sum, w.free.count, w.alive_req), (5, 1000, 0, 1000));
+    assert_eq!(
+        (w.alloc.count, w.alloc.sum, w.free.count, w.alive_req),
+        (5, 1000, 0, 1000)
+    );
     let leaks = program_leaks(&with);
     let no_stack: Vec<_> = leaks.iter().filter(|l| l.stack.is_empty()).collect();
     assert_eq!(no_stack.len(), 1, "{}", describe_leaks(&with, &leaks));
@@ -141,24 +162,45 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     // The end and the snapshot after the fix hold what came after the
     // reset only: the fixed code's 5 blocks (stacks were off), nothing
     // left; the older blocks counted apart.
-    for what in [store.display().to_string(), format!("{}:fixed", store.display())] {
+    for what in [
+        store.display().to_string(),
+        format!("{}:fixed", store.display()),
+    ] {
         let p = malt_of(&what, &dir.join("after.json"));
         let allocs: u64 = p.stacks.iter().map(|s| s.infos.alloc.count).sum();
         let frees: u64 = p.stacks.iter().map(|s| s.infos.free.count).sum();
         assert_eq!((allocs, frees), (5, 5), "{what}");
         assert!(stacks_at(&p, "leak_late", late).is_empty(), "{what}");
-        assert!(program_leaks(&p).is_empty(), "{what}: {}", describe_leaks(&p, &program_leaks(&p)));
+        assert!(
+            program_leaks(&p).is_empty(),
+            "{what}: {}",
+            describe_leaks(&p, &program_leaks(&p))
+        );
         let r = p.heapledger.as_ref().unwrap().reset.unwrap();
         assert_eq!(
-            (r.count, r.older_freed, r.older_freed_bytes, r.older_alive, r.older_alive_bytes),
+            (
+                r.count,
+                r.older_freed,
+                r.older_freed_bytes,
+                r.older_alive,
+                r.older_alive_bytes
+            ),
             (1, 5, 1000, 10, 1000),
             "{what}"
         );
     }
-    let r = heapledger(&["report", store.to_str().unwrap(), "--snapshot", "with-stacks"]);
+    let r = heapledger(&[
+        "report",
+        store.to_str().unwrap(),
+        "--snapshot",
+        "with-stacks",
+    ]);
     let text = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success());
-    assert!(text.contains("Snapshot         \"with-stacks\" (number 1)"), "{text}");
+    assert!(
+        text.contains("Snapshot         \"with-stacks\" (number 1)"),
+        "{text}"
+    );
 
     // The two snapshots compared: the late site's leak is gone.
     let d = heapledger(&[
@@ -168,21 +210,29 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     ]);
     let text = String::from_utf8_lossy(&d.stdout);
     assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
-    let row = text.lines().find(|l| l.contains("leak_late")).unwrap_or_else(|| panic!("{text}"));
+    let row = text
+        .lines()
+        .find(|l| l.contains("leak_late"))
+        .unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains("-1000 B"), "{text}");
     let r = heapledger(&["report", store.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&r.stdout);
-    assert!(text.contains("Reset            the counters were reset 1 time by the program"), "{text}");
+    assert!(
+        text.contains("Reset            the counters were reset 1 time by the program"),
+        "{text}"
+    );
 
     // The final report lists the snapshots; a label not there is one line.
     let r = heapledger(&["report", store.to_str().unwrap()]);
-    assert!(String::from_utf8_lossy(&r.stderr)
-        .contains("2 snapshots of this process in"));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("2 snapshots of this process in"));
     let r = heapledger(&["report", store.to_str().unwrap(), "--snapshot", "nope"]);
     let e = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(2));
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.contains("holds no snapshot nope") && e.contains("with-stacks (1), fixed (2)"), "{e}");
+    assert!(
+        e.contains("holds no snapshot nope") && e.contains("with-stacks (1), fixed (2)"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -213,8 +263,14 @@ print(lib.heapledger_snapshot(b'py'))\n";
     let r = heapledger(&["report", &format!("{}:py", store.display())]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     // Without heapledger the symbols are not there.
-    let o = Command::new("python3").args(["-c", script]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().next(), Some("False"));
+    let o = Command::new("python3")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().next(),
+        Some("False")
+    );
 }
 
 /// Sends `line` to the program and waits for its answer line.
@@ -233,7 +289,11 @@ fn ctl(pid: u32, command: &[&str]) -> String {
         .args(&args)
         .output()
         .unwrap();
-    assert!(o.status.success(), "ctl {command:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "ctl {command:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -270,9 +330,15 @@ fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
     assert_eq!(ctl(pid, &["backtrace", "off"]), "backtrace off\n");
     assert_eq!(step(&mut to, &mut from, "go"), "step 3 done\n"); // site c, stacks off
     assert!(ctl(pid, &["snapshot", "before-reset"]).starts_with("snapshot 2 of process"));
-    assert_eq!(ctl(pid, &["reset"]), format!("counters of process {pid} reset\n"));
+    assert_eq!(
+        ctl(pid, &["reset"]),
+        format!("counters of process {pid} reset\n")
+    );
     let stats = ctl(pid, &["stats"]);
-    assert!(stats.starts_with("blocks_alive 0\nbytes_alive 0\npeak_bytes 0\nallocations 0\n"), "{stats}");
+    assert!(
+        stats.starts_with("blocks_alive 0\nbytes_alive 0\npeak_bytes 0\nallocations 0\n"),
+        "{stats}"
+    );
     // The program's own signals reached its own handlers, once each.
     assert_eq!(step(&mut to, &mut from, "end"), "usr1 1 usr2 1\n");
     drop(to);
@@ -282,8 +348,14 @@ fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
     let src = "ctl_wait.c";
     // After the reset the program allocated nothing.
     let end = malt_of(store.to_str().unwrap(), &dir.join("end.json"));
-    assert_eq!(end.stacks.iter().map(|s| s.infos.alloc.count).sum::<u64>(), 0);
-    let p = malt_of(&format!("{}:before-reset", store.display()), &dir.join("before.json"));
+    assert_eq!(
+        end.stacks.iter().map(|s| s.infos.alloc.count).sum::<u64>(),
+        0
+    );
+    let p = malt_of(
+        &format!("{}:before-reset", store.display()),
+        &dir.join("before.json"),
+    );
     assert!(stacks_at(&p, "site_a", site_line(src, "a")).is_empty());
     assert_eq!(site(&p, "site_b", site_line(src, "b")).alloc.count, 4);
     assert!(stacks_at(&p, "site_c", site_line(src, "c")).is_empty());
@@ -299,14 +371,24 @@ fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
     assert_eq!(site(&mid, "site_b", site_line(src, "b")).alloc.count, 4);
     let mid_total: u64 = mid.stacks.iter().map(|s| s.infos.alloc.count).sum();
     let end_total: u64 = p.stacks.iter().map(|s| s.infos.alloc.count).sum();
-    assert_eq!(end_total - mid_total, 2, "site c's two blocks come after the snapshot");
+    assert_eq!(
+        end_total - mid_total,
+        2,
+        "site c's two blocks come after the snapshot"
+    );
 
     // Commands to what cannot take them: one line each, non-zero.
     for (args, says) in [
         (vec!["ctl", "999999", "stats"], "no process 999999"),
-        (vec!["ctl", &std::process::id().to_string(), "stats"], "is not running under `heapledger run`"),
+        (
+            vec!["ctl", &std::process::id().to_string(), "stats"],
+            "is not running under `heapledger run`",
+        ),
         (vec!["ctl", "1", "dance"], "unknown command `dance`"),
-        (vec!["ctl", &pid.to_string(), "stats"], &format!("no process {pid}")),
+        (
+            vec!["ctl", &pid.to_string(), "stats"],
+            &format!("no process {pid}"),
+        ),
     ] {
         let o = heapledger(&args);
         let e = String::from_utf8_lossy(&o.stderr);
@@ -325,7 +407,15 @@ fn the_recorder_takes_snapshots_by_time_and_by_level() {
     compile("cc", &["plateaus.c"], SITE_FLAGS, &exe);
     let store = dir.join("p.sqlite");
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["run", "-q", "--snapshot-every", "1", "--snapshot-when-above", "30M", "-o"])
+        .args([
+            "run",
+            "-q",
+            "--snapshot-every",
+            "1",
+            "--snapshot-when-above",
+            "30M",
+            "-o",
+        ])
         .arg(&store)
         .arg("--")
         .arg(&exe)
@@ -405,4 +495,40 @@ fn the_rust_crate_makes_the_same_calls() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success());
     assert!(err.starts_with("running false\nswitch false\nenabled false\ngrew 0 0\nreport === Memory Leak Report ===\nsnapshot None\nreset false\n"), "{err}");
+}
+
+#[test]
+fn header_prints_the_header_the_tests_build_with() {
+    let o = heapledger(&["header"]);
+    assert!(o.status.success());
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../heapledger-preload/include/heapledger.h");
+    assert_eq!(o.stdout, std::fs::read(file).unwrap());
+    // It compiles as C and as C++, warning-free.
+    let dir = Scratch::new("control-header");
+    let h = dir.join("heapledger.h");
+    std::fs::write(&h, &o.stdout).unwrap();
+    for (cc, name) in [("cc", "t.c"), ("c++", "t.cpp")] {
+        let src = dir.join(name);
+        std::fs::write(
+            &src,
+            "#include \"heapledger.h\"\nint main(void) { return heapledger_is_running(); }\n",
+        )
+        .unwrap();
+        let out = Command::new(cc)
+            .args(["-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(dir.join("t"))
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cc}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            Command::new(dir.join("t")).status().unwrap().code(),
+            Some(0)
+        );
+    }
 }

@@ -13,7 +13,13 @@ use core::ffi::{c_char, c_int, CStr};
 /// The version of these calls (1), or 0 where the process does not record.
 #[no_mangle]
 pub extern "C" fn heapledger_api_version() -> c_int {
-    as_recorder(|| if start::ready() && control::recording() { 1 } else { 0 })
+    as_recorder(|| {
+        if start::ready() && control::recording() {
+            1
+        } else {
+            0
+        }
+    })
 }
 
 /// Switches stack capture on (`on` ≠ 0) or off for every thread: 0, or -1
@@ -44,7 +50,11 @@ pub extern "C" fn heapledger_is_backtrace_enabled() -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn heapledger_get_stats(out: *mut Stats) -> c_int {
     as_recorder(|| {
-        let s = if start::ready() { control::stats() } else { None };
+        let s = if start::ready() {
+            control::stats()
+        } else {
+            None
+        };
         if !out.is_null() {
             // SAFETY: the caller's struct.
             unsafe { *out = s.unwrap_or_default() };
@@ -88,7 +98,13 @@ pub unsafe extern "C" fn heapledger_free_leak_report(report: *mut c_char) {
 /// could not be held).
 #[no_mangle]
 pub extern "C" fn heapledger_reset_stats() -> c_int {
-    as_recorder(|| if start::ready() && control::reset() { 0 } else { -1 })
+    as_recorder(|| {
+        if start::ready() && control::reset() {
+            0
+        } else {
+            -1
+        }
+    })
 }
 
 /// Stores a snapshot of every counter, labelled `label` (null: "snapshot"),

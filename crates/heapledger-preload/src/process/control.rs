@@ -178,7 +178,10 @@ const RUNTIME: [&[u8]; 6] = [
 
 /// Where `addr` (a return address) lies: its object's file name, the
 /// offset in it, and the nearest dynamic symbol before it, if any.
-fn place(addr: u64) -> Option<(&'static [u8], u64, Option<&'static [u8]>)> {
+/// An address's object (file name), offset in it, and nearest symbol.
+type Place = (&'static [u8], u64, Option<&'static [u8]>);
+
+fn place(addr: u64) -> Option<Place> {
     // SAFETY: Dl_info is plain data; dladdr fills it, with strings that
     // live as long as their object (the report is built before returning).
     unsafe {
@@ -237,8 +240,14 @@ pub fn leak_report() -> String {
             .iter()
             .filter_map(|(_, p)| p.map(|p| p.0))
             .find(|lib| !is_runtime(lib))
-            .map_or(String::from("?"), |l| String::from_utf8_lossy(l).into_owned());
-        let _ = write!(out, "\nLeak #{}: ptr={addr:#x}, size={size}, so={so}\n", i + 1);
+            .map_or(String::from("?"), |l| {
+                String::from_utf8_lossy(l).into_owned()
+            });
+        let _ = write!(
+            out,
+            "\nLeak #{}: ptr={addr:#x}, size={size}, so={so}\n",
+            i + 1
+        );
         if places.is_empty() {
             continue;
         }
@@ -269,7 +278,11 @@ pub fn snapshot(label: &[u8]) -> Option<u64> {
     }
     let mut clean = String::new();
     for &c in label.iter().take(100) {
-        clean.push(if c.is_ascii_graphic() || c == b' ' { c as char } else { '_' });
+        clean.push(if c.is_ascii_graphic() || c == b' ' {
+            c as char
+        } else {
+            '_'
+        });
     }
     if clean.is_empty() {
         clean.push_str("snapshot");
@@ -374,7 +387,9 @@ pub fn auto_snapshots(now: u64) {
     if cfg.snapshot_every_ms == 0 && cfg.snapshot_above == 0 {
         return;
     }
-    let Some(mut a) = AUTO.try_lock_for(1000) else { return };
+    let Some(mut a) = AUTO.try_lock_for(1000) else {
+        return;
+    };
     if cfg.snapshot_every_ms > 0 && a.next_ns != 0 && now >= a.next_ns {
         a.every_n += 1;
         let label = alloc::format!("every-{}", a.every_n);
