@@ -435,11 +435,7 @@ pub fn open_page() {
         // SAFETY: our mapping, no longer used.
         unsafe { libc::munmap(old as *mut _, PAGE) };
     }
-    let Some(dir) = config::get().dir else { return };
-    // SAFETY: no preconditions.
-    let pid = unsafe { libc::getpid() };
-    let mut path = alloc::format!("{}/{pid}.ctl", String::from_utf8_lossy(dir.to_bytes()));
-    path.push('\0');
+    let Some(path) = page_path() else { return };
     // SAFETY: a NUL-terminated path; the descriptor is closed once mapped.
     unsafe {
         let fd = libc::open(
@@ -470,6 +466,28 @@ pub fn open_page() {
         let p = p as *mut u8;
         word(p, 0).store(MAGIC, Ordering::Release);
         PAGE_AT.store(p, Ordering::Release);
+    }
+}
+
+/// `DIR/PID.ctl`, NUL-terminated.
+fn page_path() -> Option<String> {
+    let dir = config::get().dir?;
+    // SAFETY: no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let mut path = alloc::format!("{}/{pid}.ctl", String::from_utf8_lossy(dir.to_bytes()));
+    path.push('\0');
+    Some(path)
+}
+
+/// At the process's end (its final dump): the page's file goes, the
+/// mapping stays (the recorder's thread may still look at it).
+pub fn close_page() {
+    if PAGE_AT.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    if let Some(path) = page_path() {
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::unlink(path.as_ptr() as *const _) };
     }
 }
 

@@ -93,5 +93,7 @@ fn write_here(why: &str) {
         }
     }
     drop(ckpt);
+    // `heapledger ctl` has nothing left to talk to.
+    crate::process::control::close_page();
     tls::leave_recorder(tls::tls(), was);
 }
