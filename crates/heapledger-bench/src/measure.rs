@@ -31,6 +31,10 @@ pub enum Tool {
     Heapledger(Stack),
     /// `--sample-every SAMPLE_EVERY` (dwarf stacks for the samples).
     HeapledgerSampled,
+    /// `--only-lib` naming a library the program does not load: every
+    /// call is another code's, which must pass at close to a forwarding
+    /// preload's cost (issue 34).
+    HeapledgerOtherLib,
     /// The recorder alone (`LD_PRELOAD`, dwarf stacks, its raw dump written
     /// at exit), without `heapledger run`: no symbolization, no profile. Only
     /// for the threads table, to tell the recorder's scaling from that of
@@ -57,6 +61,7 @@ impl Tool {
             Tool::Heapledger(Stack::Fp) => "heapledger fp",
             Tool::Heapledger(Stack::None) => "heapledger none",
             Tool::HeapledgerSampled => "heapledger 512K",
+            Tool::HeapledgerOtherLib => "only-lib, other",
             Tool::Recorder => "recorder alone",
             Tool::Forward => "forward only",
             Tool::Count => "count only",
@@ -231,6 +236,13 @@ pub fn run_once(
                 .arg("--")
                 .arg(&p.exe);
         }
+        Tool::HeapledgerOtherLib => {
+            cmd = Command::new(&tools.heapledger);
+            cmd.args(["run", "-q", "-o"])
+                .arg(tools.scratch.join("hl.sqlite"))
+                .args(["--only-lib", "libheapledger-bench-unloaded.so", "--"])
+                .arg(&p.exe);
+        }
         Tool::Recorder => {
             cmd = Command::new(&p.exe);
             cmd.env("LD_PRELOAD", &tools.recorder)
@@ -264,7 +276,9 @@ pub fn run_once(
         // recorded nothing would look fast.
         let want = match tool {
             Tool::Plain | Tool::Forward | Tool::Count => None,
-            Tool::Heapledger(_) | Tool::HeapledgerSampled => Some("hl.sqlite"),
+            Tool::Heapledger(_) | Tool::HeapledgerSampled | Tool::HeapledgerOtherLib => {
+                Some("hl.sqlite")
+            }
             Tool::Recorder => Some(""),
             Tool::Heaptrack => Some("ht."),
         };

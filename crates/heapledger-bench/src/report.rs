@@ -27,6 +27,9 @@ pub const REPORT_MAX_S: f64 = 1.0;
 pub const REPORT_MAX_MB: f64 = 200.0;
 /// `heapledger tree --collapse full` on the profile: wall time (s).
 pub const TREE_MAX_S: f64 = 2.0;
+/// `--only-lib` on `pairs`, whose calls are all another code's: ns added
+/// per malloc+free pair (issue 34).
+pub const OTHER_LIB_MAX_ADDED_NS: f64 = 15.0;
 /// `--stack none` on the `varied` churn, ns added per malloc+free pair.
 pub const VARIED_MAX_ADDED_NS: f64 = 40.0;
 
@@ -290,6 +293,14 @@ fn targets(
                 limit,
             ));
         }
+        let value = find(rows, Workload::Pairs, Tool::HeapledgerOtherLib).and_then(|r| r.added_ns);
+        t.push(Target::at_most(
+            "pairs",
+            "heapledger --only-lib, another code's calls: added per malloc+free pair".to_owned(),
+            value,
+            " ns",
+            Some(OTHER_LIB_MAX_ADDED_NS),
+        ));
     }
     if has(Workload::Varied) {
         for (tool, limit) in [

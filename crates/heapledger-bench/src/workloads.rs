@@ -295,7 +295,11 @@ fn tools_for(w: Workload, heaptrack: bool, floors: bool) -> Vec<Tool> {
     let mut v = vec![Tool::Plain, Tool::Heapledger(Stack::Dwarf)];
     match w {
         Workload::Churn => v.push(Tool::Heapledger(Stack::Fp)),
-        Workload::Pairs | Workload::Varied => v.push(Tool::Heapledger(Stack::None)),
+        Workload::Pairs => {
+            v.push(Tool::Heapledger(Stack::None));
+            v.push(Tool::HeapledgerOtherLib);
+        }
+        Workload::Varied => v.push(Tool::Heapledger(Stack::None)),
         Workload::Python => {
             v.push(Tool::HeapledgerSampled);
             if floors {

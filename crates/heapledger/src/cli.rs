@@ -69,6 +69,16 @@ enum Command {
         /// backtrace on` switches it on.
         #[arg(long, value_enum, default_value = "on", value_name = "on|off")]
         backtrace: OnOff,
+        /// Record only the allocations made by code in this shared library
+        /// (a file name, which also chooses its versions, `libfoo.so` for
+        /// `libfoo.so.1`; a path; or a glob with `*` and `?`): the first
+        /// caller outside the allocator and the C/C++ runtime, so that a
+        /// `strdup` or `operator new` called by the library counts for it;
+        /// libraries loaded later with dlopen included. May be given more
+        /// than once. Everything else passes through unrecorded, counted
+        /// only per allocator function.
+        #[arg(long, value_name = "NAME", conflicts_with = "sample_every")]
+        only_lib: Vec<String>,
         /// Every SECONDS, each process stores a snapshot of its counters in
         /// the profile (labelled every-1, every-2, ...; `report
         /// --snapshot LABEL` shows one).
@@ -427,6 +437,7 @@ pub fn main() -> Result<u8> {
             backtrace,
             snapshot_every,
             snapshot_when_above,
+            only_lib,
             top,
             quiet,
             program,
@@ -464,6 +475,7 @@ pub fn main() -> Result<u8> {
                 backtrace_off: backtrace == OnOff::Off,
                 snapshot_every: snapshot_every.map(std::time::Duration::from_secs_f64),
                 snapshot_when_above,
+                only_lib,
             })
         }
         Command::Ctl { pid, command } => crate::ctl::ctl(pid, &command.join(" ")),

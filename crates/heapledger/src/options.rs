@@ -42,4 +42,6 @@ pub struct RunOptions {
     pub snapshot_every: Option<std::time::Duration>,
     /// Requested bytes alive above which a process stores a snapshot.
     pub snapshot_when_above: Option<u64>,
+    /// `--only-lib`: the libraries whose allocations alone are recorded.
+    pub only_lib: Vec<String>,
 }

@@ -385,8 +385,17 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     if checkpoint_ms > 0 {
         opts.push_str(&format!(",checkpoint={}", checkpoint_ms.max(1)));
     }
+    if let Some(bad) = o.only_lib.iter().find(|l| l.is_empty() || l.contains(':')) {
+        bail!("--only-lib `{bad}`: a library's name, path or glob, without `:`");
+    }
     let reaper = o.follow && become_subreaper();
-    let child = match Command::new(&o.program)
+    let mut command = Command::new(&o.program);
+    if o.only_lib.is_empty() {
+        command.env_remove("HEAPLEDGER_ONLY_LIB");
+    } else {
+        command.env("HEAPLEDGER_ONLY_LIB", o.only_lib.join(":"));
+    }
+    let child = match command
         .args(&o.args)
         .env("LD_PRELOAD", &preload)
         .env(heapledger_wire::ENV_DIR, &dir)

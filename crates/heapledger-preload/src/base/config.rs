@@ -40,6 +40,10 @@ pub struct Config {
     /// (`snapshot_above=BYTES`, `--snapshot-when-above`), each time the
     /// level rises past it again; 0: never.
     pub snapshot_above: u64,
+    /// `HEAPLEDGER_ONLY_LIB` (`--only-lib`): patterns of the libraries
+    /// whose allocations alone are recorded (`data::only`), read at
+    /// start-up.
+    pub only_lib: Option<&'static core::ffi::CStr>,
 }
 
 pub const DEFAULT: Config = Config {
@@ -54,6 +58,7 @@ pub const DEFAULT: Config = Config {
     backtrace_off: false,
     snapshot_every_ms: 0,
     snapshot_above: 0,
+    only_lib: None,
 };
 
 /// What `get` answers until `load` has run.
@@ -125,6 +130,14 @@ pub fn load() {
         let copy: &'static core::ffi::CStr =
             alloc::boxed::Box::leak(unsafe { core::ffi::CStr::from_ptr(d) }.into());
         c.dir = Some(copy);
+    }
+    // SAFETY: as above.
+    let o = unsafe { libc::getenv(c"HEAPLEDGER_ONLY_LIB".as_ptr()) };
+    if !o.is_null() {
+        // SAFETY: as above.
+        let copy: &'static core::ffi::CStr =
+            alloc::boxed::Box::leak(unsafe { core::ffi::CStr::from_ptr(o) }.into());
+        c.only_lib = Some(copy);
     }
     CONFIG.store(
         alloc::boxed::Box::into_raw(alloc::boxed::Box::new(c)),

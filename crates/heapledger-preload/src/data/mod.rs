@@ -9,6 +9,7 @@ pub mod level;
 pub mod live;
 pub mod maps;
 pub mod modules;
+pub mod only;
 pub mod sampler;
 pub mod stackmap;
 pub mod stacks;

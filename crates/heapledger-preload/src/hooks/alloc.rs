@@ -3,11 +3,12 @@
 //! reallocarray, posix_memalign, aligned_alloc, memalign, valloc, pvalloc.
 
 use super::enter::{entered, give_back_for, may_enter, no_memory, stack, unrecorded};
+use super::release::{not_live, on_release, take_live};
 use crate::base::clock::{ticks, Clock};
 use crate::base::{config, degrade, real};
 use crate::data::counters::{move_level, LIFETIME_ONE_IN};
 use crate::data::timeline;
-use crate::data::{live, sampler};
+use crate::data::{live, only, sampler};
 use crate::thread::side;
 use crate::thread::state::ThreadState;
 use crate::thread::tls::{self, Tls};
@@ -19,7 +20,7 @@ use heapledger_wire::{AllocFn, StackMode};
 /// tracking of maxima is skipped and the profile takes them from the
 /// process's own (see `dump::encode`).
 #[inline(always)]
-fn stackless() -> bool {
+pub(super) fn stackless() -> bool {
     config::get().stack_mode == StackMode::None
 }
 
@@ -61,6 +62,19 @@ fn on_alloc(
     if p.is_null() {
         return NOT_RECORDED;
     }
+    // `--only-lib`: the chosen libraries' allocations only.
+    let mut taken = None;
+    if only::active() {
+        // SAFETY: the trampoline's frame record: saved rbp, return address.
+        match only::by_caller(unsafe { *((fp + 8) as *const u64) }) {
+            Some(true) => {}
+            Some(false) => return NOT_RECORDED,
+            None => match stack(st, fp) {
+                id if only::by_stack(id) => taken = Some(id),
+                _ => return NOT_RECORDED,
+            },
+        }
+    }
     // Count and byte weights: 1 and the size, or a sample's estimate.
     let (cw, bw) = match st.sampler.as_mut() {
         None => (1, size as u64),
@@ -79,7 +93,7 @@ fn on_alloc(
         }
     };
     st.sizes.add(size as u64, cw);
-    let id = stack(st, fp);
+    let id = taken.unwrap_or_else(|| stack(st, fp));
     let Some(id) = with_counters(st, id) else {
         return NOT_RECORDED;
     };
@@ -133,6 +147,9 @@ fn on_alloc(
     } else if t0 == 0 {
         t0 = ticks();
     }
+    if only::active() {
+        sampler::mark(p as u64);
+    }
     let kept = live::insert(live::Entry {
         addr: p as u64,
         size: size as u64,
@@ -175,101 +192,6 @@ fn no_counters(st: &mut ThreadState, id: u32) -> Option<u32> {
 
 /// `on_alloc`'s answer when the block was not recorded (failed or not sampled).
 const NOT_RECORDED: u32 = u32::MAX;
-
-/// Weights of a recorded block (see `on_alloc`).
-#[inline(always)]
-fn weights(e: &live::Entry) -> (u64, u64) {
-    let mean = config::get().sample_every;
-    if mean == 0 {
-        (1, e.size)
-    } else {
-        (e.weight as u64, sampler::bytes_weight(e.size, mean))
-    }
-}
-
-/// Removes a block from the live table, skipping the table for blocks that
-/// certainly were not sampled.
-#[inline(always)]
-fn take_live(p: u64) -> Option<live::Entry> {
-    if config::get().sample_every != 0 {
-        if !sampler::maybe(p) {
-            return None;
-        }
-        let e = live::remove(p)?;
-        sampler::unmark(p);
-        return Some(e);
-    }
-    live::remove(p)
-}
-
-/// A freed block that is not in the live table: in a forked child, a
-/// block inherited from the parent (forgotten, and counted apart: see
-/// `live::inherited`), else a block never seen (counted as such unless
-/// sampling, where most blocks are not in the table). Its size, if known.
-#[cold]
-#[inline(never)]
-fn not_live(st: &mut ThreadState, p: u64) -> u64 {
-    let sampling = st.sampler.is_some();
-    if sampling && !sampler::maybe(p) {
-        return 0;
-    }
-    match live::inherited::take(p) {
-        Some(e) => {
-            if sampling {
-                sampler::unmark(p);
-            }
-            e.size
-        }
-        None => {
-            if !sampling {
-                st.unknown_frees += 1;
-            }
-            0
-        }
-    }
-}
-
-/// Charges a released block to the stack that allocated it.
-#[inline(always)]
-fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
-    if now == 0 && e.time != 0 {
-        now = ticks();
-    }
-    let (cw, bw) = weights(e);
-    // The block's bytes leave the process's level whatever follows.
-    let m = move_level(-(bw as i64), now);
-    timeline::fall(m.level);
-    st.moves[2] += cw;
-    st.moves[3] += bw;
-    let Some(mut c) = st.stacks.get(e.stack) else {
-        // No memory for this thread's counters of the stack: recording
-        // stops.
-        degrade::stop(degrade::Cause::RecorderMemory);
-        return;
-    };
-    c.add_free(e.size, cw, bw);
-    if e.addr == core::mem::take(&mut st.last_alloc) {
-        c.add_temporary(cw);
-    }
-    // A block without a time (`--stack none`, or not timed: see
-    // `LIFETIME_HEAD`) has no lifetime, even when this free's own duration
-    // is measured and `now` was read for it.
-    let life = (now != 0 && e.time != 0).then(|| {
-        let lt = now.wrapping_sub(e.time).min(i64::MAX as u64);
-        let lw = e.weight as u64;
-        c.add_lifetime(lt, lw, lt.saturating_mul(lw));
-        (lt, lw)
-    });
-    let ps = c.ps;
-    if stackless() {
-        ps.alive -= bw as i64;
-    } else {
-        ps.add_alive(e.stack, -(bw as i64), &m);
-    }
-    if let Some((lt, lw)) = life {
-        st.scatter_free(e.size, lt, lw);
-    }
-}
 
 #[inline(always)]
 fn fwd_malloc(size: usize) -> *mut c_void {
@@ -437,7 +359,7 @@ fn realloc_body(t: &Tls, p: *mut c_void, size: usize, fp: u64) -> *mut c_void {
         // Failed: the old block is untouched and still alive.
         if let Some(e) = old {
             live::insert(e);
-            if st.sampler.is_some() {
+            if super::release::filtered() {
                 sampler::mark(e.addr);
             }
         }

@@ -36,6 +36,13 @@ pub unsafe extern "C" fn dlclose(h: *mut c_void) -> c_int {
 }
 
 fn after_module_change() {
+    if start::ready() && crate::data::only::active() {
+        side::roomy(|_| {
+            if let Some(_h) = enter() {
+                crate::data::only::refresh();
+            }
+        })
+    }
     if config_dwarf() {
         side::roomy(|_| {
             if let Some(_h) = enter() {

@@ -1,12 +1,14 @@
 //! `malloc`'s and `free`'s entries, and their lean paths: in
 //! `--sample-every` mode (and in a process that does not record), a call
 //! that will not be sampled is counted in the thread's TLS block and jumps
-//! to the real function, in a few instructions of assembly.
+//! to the real function, in a few instructions of assembly; with
+//! `--only-lib`, so is a call from code outside the chosen libraries and
+//! the runtime (`data::only`).
 
 use super::alloc::{free_full, malloc_impl};
 use crate::base::clock::{ticks, CALL_SAMPLE_LEAN};
 use crate::base::real;
-use crate::data::sampler;
+use crate::data::{only, sampler};
 use crate::thread::tls;
 use core::ffi::c_void;
 
@@ -105,6 +107,23 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     core::arch::naked_asm!(
         ".cfi_startproc",
         lean_gate!(),
+        // `--only-lib`: a caller in a chosen library or in the runtime
+        // goes to the full hook (`data::only`).
+        "mov ecx, dword ptr [rip + {gate_n}]",
+        "test ecx, ecx",
+        "jz 5f",
+        "mov rdx, qword ptr [rsp]",
+        "lea r8, [rip + {gate}]",
+        "6:",
+        "cmp rdx, qword ptr [r8]",
+        "jb 7f",
+        "cmp rdx, qword ptr [r8 + 8]",
+        "jb 2f",
+        "7:",
+        "add r8, 16",
+        "dec ecx",
+        "jnz 6b",
+        "5:",
         // Each counter changes in one instruction (see `add_to`).
         "sub qword ptr fs:[rax + {left}], rdi",
         "jle 4f",
@@ -128,6 +147,8 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         real = const tls::TLS_REAL_MALLOC,
         timed = sym malloc_lean_timed,
         imp = sym malloc_impl,
+        gate = sym only::GATE,
+        gate_n = sym only::GATE_N,
     )
 }
 

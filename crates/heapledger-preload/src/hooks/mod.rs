@@ -12,6 +12,7 @@
 //! - `trampoline.rs`: the naked entries that build the frame record stack
 //!   capture starts from;
 //! - `alloc.rs`: the malloc family's full hooks;
+//! - `release.rs`: a block's release (free, realloc);
 //! - `lean.rs`: `malloc`'s and `free`'s entries and their lean paths;
 //! - `mmap.rs`: mmap, munmap, mremap;
 //! - `dl.rs`: dlopen, dlclose;
@@ -31,4 +32,5 @@ mod lean;
 mod main;
 mod mmap;
 mod pthread;
+mod release;
 mod signal_exit;

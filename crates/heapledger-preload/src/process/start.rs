@@ -72,6 +72,7 @@ fn start() -> bool {
         if cfg.stack_mode == heapledger_wire::StackMode::Dwarf {
             modules::refresh(true);
         }
+        crate::data::only::init(cfg.only_lib);
         fork::install();
         signals::install();
         // The starting thread's, whose state may predate recording.

@@ -159,13 +159,21 @@ fn fold(reg: &mut Registry, s: &mut ThreadState) -> *mut ThreadState {
 /// `free` then cost a few instructions, not a full hook's entry each.
 #[cold]
 pub fn lean_when_off(t: &Tls) {
+    if !t.lean.get() {
+        open_lean(t, i64::MAX);
+    }
+}
+
+/// Opens this thread's lean paths, `left` bytes before the first sample
+/// point (the count restarts), once the real functions are known.
+fn open_lean(t: &Tls, left: i64) {
     let r = &real::REAL;
     let (m, f) = (
         r.malloc.load(Ordering::Acquire),
         r.free.load(Ordering::Acquire),
     );
-    if m != 0 && f != 0 && !t.lean.get() {
-        t.reset_lean(i64::MAX);
+    t.reset_lean(left);
+    if m != 0 && f != 0 {
         t.real_malloc.set(m);
         t.real_free.set(f);
         t.lean.set(true);
@@ -189,18 +197,12 @@ pub(super) fn create(t: &Tls) -> *mut ThreadState {
     if phase::get() == phase::State::Recording {
         altstack::give(t);
     }
-    if let Some(sampler) = st.sampler.as_mut() {
-        let r = &real::REAL;
-        let (m, f) = (
-            r.malloc.load(Ordering::Acquire),
-            r.free.load(Ordering::Acquire),
-        );
-        t.reset_lean(sampler.first_gap());
-        if m != 0 && f != 0 {
-            t.real_malloc.set(m);
-            t.real_free.set(f);
-            t.lean.set(true);
-        }
+    if crate::data::only::active() {
+        // `--only-lib`: the lean paths for the calls of other code, with
+        // no sample point ever (see `data::only`).
+        open_lean(t, i64::MAX);
+    } else if let Some(sampler) = st.sampler.as_mut() {
+        open_lean(t, sampler.first_gap());
     }
     s
 }
