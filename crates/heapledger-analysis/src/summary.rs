@@ -140,6 +140,8 @@ pub struct Recording {
     /// was busy on the same thread (a signal handler's, or every call after
     /// a handler jumped out of the recorder).
     pub unrecorded: u64,
+    /// Frees of blocks the recorder never saw allocated.
+    pub unknown_frees: u64,
     /// How recording degraded when memory ran out, in one line (None: it
     /// did not).
     pub degraded: Option<String>,
@@ -395,6 +397,7 @@ impl Summary {
                     .as_ref()
                     .map(|u| (u.functions.clone(), u.by.clone())),
                 unrecorded: e.unrecorded_events,
+                unknown_frees: e.unknown_frees,
                 degraded: e.degraded.as_ref().map(|d| degraded_line(d, tps)),
             }),
         }
@@ -991,6 +994,15 @@ impl fmt::Display for Summary {
                     ),
                 ]);
             }
+            if r.unknown_frees > 0 {
+                head.push(vec![
+                    "Frees not seen".to_owned(),
+                    format!(
+                        "{} of blocks the recorder never saw allocated (made before it started, by a thread with recording off, or not by the malloc family): counted as calls, in no site",
+                        plural(r.unknown_frees, "free", "frees")
+                    ),
+                ]);
+            }
             if r.unrecorded > 0 {
                 head.push(vec![
                     "Not recorded".to_owned(),
@@ -1221,6 +1233,7 @@ impl Summary {
                 "recorder_memory": r.internal_memory,
                 "recorder_memory_peak": r.internal_memory_peak,
                 "unrecorded_calls": r.unrecorded,
+                "unknown_frees": r.unknown_frees,
                 "degraded": r.degraded,
             })
         });

@@ -141,6 +141,28 @@ pub fn leak_report() -> String {
     )
 }
 
+/// Recording off for the calling thread (as MALT's `malt_disable`): its
+/// allocations are not recorded until [`enable`]; false without
+/// heapledger.
+pub fn disable() -> bool {
+    call!(
+        c"heapledger_disable",
+        extern "C" fn() -> c_int,
+        |f| f() == 0,
+        false
+    )
+}
+
+/// Recording on again for the calling thread; false without heapledger.
+pub fn enable() -> bool {
+    call!(
+        c"heapledger_enable",
+        extern "C" fn() -> c_int,
+        |f| f() == 0,
+        false
+    )
+}
+
 /// Resets the counters: from now on they hold what is allocated after
 /// the call; false without heapledger.
 pub fn reset_stats() -> bool {
@@ -177,6 +199,7 @@ mod tests {
         assert_eq!(stats(), None);
         assert!(leak_report().contains("not running under heapledger"));
         assert!(!reset_stats());
+        assert!(!disable() && !enable());
         assert_eq!(snapshot("x"), None);
     }
 }

@@ -117,6 +117,21 @@ static inline void heapledger_free_leak_report(char *report) {
         free(report);
 }
 
+/* Recording off (heapledger_disable) or on again (heapledger_enable) for
+ * the calling thread, as MALT's malt_disable/malt_enable: while off, its
+ * allocations are neither recorded nor counted (their frees are then
+ * frees of blocks not seen); its frees of recorded blocks still count.
+ * 0, or -1 without heapledger. */
+static inline int heapledger_disable(void) {
+    int (*f)(void) = (int (*)(void))heapledger__fn("heapledger_disable");
+    return f ? f() : -1;
+}
+
+static inline int heapledger_enable(void) {
+    int (*f)(void) = (int (*)(void))heapledger__fn("heapledger_enable");
+    return f ? f() : -1;
+}
+
 /* Resets the counters: from here on, totals and leaks cover only what is
  * allocated after the call; frees of older blocks are counted apart
  * (older_frees), never as errors. 0, or -1 without heapledger. */

@@ -532,3 +532,37 @@ fn header_prints_the_header_the_tests_build_with() {
         );
     }
 }
+
+#[test]
+fn recording_switched_off_for_one_thread() {
+    let dir = Scratch::new("control-disable");
+    let exe = dir.join("disable");
+    let inc = include_dir();
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.extend([inc.as_str(), "-pthread"]);
+    compile("cc", &["disable.c"], &flags, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    assert_eq!(stdout, "0 0\n");
+    let src = "disable.c";
+    assert!(stacks_at(&p, "main", site_line(src, "hidden")).is_empty());
+    let shown = site(&p, "main", site_line(src, "shown"));
+    assert_eq!(
+        (shown.alloc.count, shown.alloc.sum, shown.free.count),
+        (3, 666, 3)
+    );
+    // The other thread recorded all along.
+    let other = site(&p, "worker", site_line(src, "other"));
+    assert_eq!(
+        (other.alloc.count, other.alloc.sum, other.free.count),
+        (5, 1665, 5)
+    );
+    // The hidden blocks' frees are frees of blocks not seen allocated.
+    let r = heapledger(&["report", dir.join("p.sqlite").to_str().unwrap(), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(r.status.success());
+    assert_eq!(j["recording"]["unknown_frees"], 4, "{j}");
+    assert_eq!(p.heapledger.as_ref().unwrap().unknown_frees, 4);
+    // Alone: -1 twice.
+    let o = Command::new(&exe).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 -1\n");
+}

@@ -58,6 +58,10 @@ fn on_alloc(
     dt: u64,
     fp: u64,
 ) -> u32 {
+    if tls::tls().disabled.get() {
+        // Recording off for this thread (`heapledger_disable`).
+        return NOT_RECORDED;
+    }
     count_call(st, calls, f, size as u64, dt);
     if p.is_null() {
         return NOT_RECORDED;

@@ -92,6 +92,32 @@ pub unsafe extern "C" fn heapledger_free_leak_report(report: *mut c_char) {
     })
 }
 
+/// Recording off for the calling thread (as MALT's `malt_disable`): its
+/// allocations are not recorded, nor counted, until `heapledger_enable`;
+/// its frees of recorded blocks still are. 0, or -1 where the process does
+/// not record.
+#[no_mangle]
+pub extern "C" fn heapledger_disable() -> c_int {
+    switch_thread(true)
+}
+
+/// Recording on again for the calling thread: 0, or -1.
+#[no_mangle]
+pub extern "C" fn heapledger_enable() -> c_int {
+    switch_thread(false)
+}
+
+fn switch_thread(off: bool) -> c_int {
+    as_recorder(|| {
+        crate::thread::tls::tls().disabled.set(off);
+        if start::ready() && control::recording() {
+            0
+        } else {
+            -1
+        }
+    })
+}
+
 /// Resets the counters: from here on they hold what is allocated after
 /// the call, and frees of older blocks are counted apart (never as
 /// errors). 0, or -1 where the process does not record (or its threads

@@ -79,6 +79,10 @@ pub struct Tls {
     /// allocate: those calls are passed through and are not the program's
     /// (see `hooks::enter::unrecorded`).
     pub own_calls: Cell<bool>,
+    /// The program switched recording off for this thread
+    /// (`heapledger_disable`): its allocations are not recorded; its frees
+    /// still are, of blocks recorded before or by other threads.
+    pub disabled: Cell<bool>,
 }
 
 impl Tls {
