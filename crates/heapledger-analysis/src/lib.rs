@@ -5,3 +5,4 @@ pub mod calltree;
 pub mod over_time;
 pub mod summary;
 pub mod temporary;
+pub mod waits;

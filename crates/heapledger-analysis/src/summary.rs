@@ -221,6 +221,10 @@ pub struct Summary {
     /// Top leaking stacks of the program (runtime leaks excluded; stacks
     /// that symbolize alike merged).
     pub top_leaks: Vec<LeakReport>,
+    /// Time lost waiting (locks, conditions, joins, semaphores).
+    pub waits: crate::waits::Waits,
+    /// Rows per table.
+    pub top: usize,
     /// Leaking stacks of the program, after merging.
     pub leaking_stacks: usize,
     /// How it was recorded (heapledger profiles only).
@@ -382,6 +386,8 @@ impl Summary {
             top_at_peak,
             temporary,
             top_leaks,
+            waits: crate::waits::Waits::of(profile),
+            top: options.top,
             leaking_stacks,
             recording: ext.map(|e| Recording {
                 stack_mode: e.stack_mode.clone(),
@@ -1171,6 +1177,7 @@ impl fmt::Display for Summary {
                 }
             }
         }
+        self.waits.write(f, self.top)?;
         Ok(())
     }
 }
@@ -1309,6 +1316,7 @@ impl Summary {
                 "more_frames": l.more_frames,
             })).collect::<Vec<_>>(),
             "leaking_stacks": self.leaking_stacks,
+            "time_lost": self.waits.to_json(self.top),
             "recording": recording,
         })
     }

@@ -30,6 +30,8 @@ pub const TREE_MAX_S: f64 = 2.0;
 /// `--only-lib` on `pairs`, whose calls are all another code's: ns added
 /// per malloc+free pair (issue 34).
 pub const OTHER_LIB_MAX_ADDED_NS: f64 = 15.0;
+/// `locks`: ns added per uncontended lock+unlock pair (issue 35).
+pub const LOCK_MAX_ADDED_NS: f64 = 10.0;
 /// `--stack none` on the `varied` churn, ns added per malloc+free pair.
 pub const VARIED_MAX_ADDED_NS: f64 = 40.0;
 
@@ -300,6 +302,17 @@ fn targets(
             value,
             " ns",
             Some(OTHER_LIB_MAX_ADDED_NS),
+        ));
+    }
+    if has(Workload::Locks) {
+        let value =
+            find(rows, Workload::Locks, Tool::Heapledger(Stack::Dwarf)).and_then(|r| r.added_ns);
+        t.push(Target::at_most(
+            "locks",
+            "heapledger added per uncontended lock+unlock pair".to_owned(),
+            value,
+            " ns",
+            Some(LOCK_MAX_ADDED_NS),
         ));
     }
     if has(Workload::Varied) {

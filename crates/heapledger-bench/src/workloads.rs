@@ -12,6 +12,7 @@ const PAIRS_C: &str = include_str!("../workloads/pairs.c");
 const HELD_C: &str = include_str!("../workloads/held.c");
 const STACKS_C: &str = include_str!("../workloads/stacks.c");
 const VARIED_C: &str = include_str!("../workloads/varied.c");
+const LOCKS_C: &str = include_str!("../workloads/locks.c");
 const FORWARD_C: &str = include_str!("../workloads/forward.c");
 
 /// The compiler flags of every workload: optimized, no frame pointers, like
@@ -37,10 +38,13 @@ pub enum Workload {
     Compileall,
     /// `--stack none` on a churn that keeps 4096 blocks of varied sizes alive.
     Varied,
+    /// Uncontended pthread_mutex_lock+unlock pairs: what recording lock
+    /// waits costs a lock never waited for.
+    Locks,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Churn,
         Workload::Pairs,
         Workload::Python,
@@ -49,6 +53,7 @@ impl Workload {
         Workload::Stacks,
         Workload::Compileall,
         Workload::Varied,
+        Workload::Locks,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +66,7 @@ impl Workload {
             Workload::Stacks => "stacks",
             Workload::Compileall => "compileall",
             Workload::Varied => "varied",
+            Workload::Locks => "locks",
         }
     }
 
@@ -101,6 +107,8 @@ pub struct Sizes {
     pub stacks_distinct: u64,
     /// malloc+free pairs of `varied`.
     pub varied_pairs: u64,
+    /// lock+unlock pairs of `locks`.
+    pub lock_pairs: u64,
     /// `compileall` copies one module of the standard library in this many.
     pub stdlib_one_in: usize,
 }
@@ -115,6 +123,7 @@ impl Sizes {
             stacks_allocs: 1_000_000,
             stacks_distinct: 500_000,
             varied_pairs: 5_000_000,
+            lock_pairs: 50_000_000,
             stdlib_one_in: 1,
         };
         if quick {
@@ -126,6 +135,7 @@ impl Sizes {
                 stacks_allocs: s.stacks_allocs / 10,
                 stacks_distinct: s.stacks_distinct / 10,
                 varied_pairs: s.varied_pairs / 10,
+                lock_pairs: s.lock_pairs / 10,
                 stdlib_one_in: 10,
             }
         } else {
@@ -308,7 +318,7 @@ fn tools_for(w: Workload, heaptrack: bool, floors: bool) -> Vec<Tool> {
             }
         }
         Workload::Threads => v.push(Tool::Recorder),
-        Workload::Held | Workload::Stacks | Workload::Compileall => {}
+        Workload::Held | Workload::Stacks | Workload::Compileall | Workload::Locks => {}
     }
     // The threads table compares heapledger with the plain program only.
     if heaptrack && w != Workload::Threads {
@@ -375,6 +385,7 @@ pub fn cases(
         Workload::Pairs => one(&mut build, "pairs", PAIRS_C, sizes.pairs_pairs)?,
         Workload::Held => one(&mut build, "held", HELD_C, sizes.held_blocks)?,
         Workload::Varied => one(&mut build, "varied", VARIED_C, sizes.varied_pairs)?,
+        Workload::Locks => one(&mut build, "locks", LOCKS_C, sizes.lock_pairs)?,
         Workload::Stacks => {
             let p = Program {
                 exe: build("stacks", STACKS_C)?,

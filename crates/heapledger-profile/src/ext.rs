@@ -138,12 +138,88 @@ pub struct HeapledgerExt {
     /// key) where it never did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset: Option<ResetInfo>,
+    /// Time lost waiting (lock waits, condition variables, joins,
+    /// semaphores): each thread's longest entries, longest first. Empty
+    /// (no key) where nothing waited or waits were not recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_lost: Vec<TimeLost>,
     /// The lowest requested bytes alive in each bucket of
     /// `timeline.memoryTimeline` (whose values hold the highest): with both,
     /// a bucket shows how far memory moved in it. Empty where the profile
     /// has no timeline.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline_low_requested: Vec<u64>,
+}
+
+/// What a thread waited for (see [`HeapledgerExt::time_lost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitKind {
+    /// pthread_mutex_lock (std::mutex).
+    Mutex,
+    /// pthread_rwlock_rdlock.
+    RwlockRead,
+    /// pthread_rwlock_wrlock.
+    RwlockWrite,
+    /// pthread_cond_wait and timedwait (std::condition_variable).
+    Condition,
+    /// pthread_join (std::thread::join).
+    Join,
+    /// sem_wait.
+    Semaphore,
+    /// A kind this reader does not know.
+    Other,
+}
+
+impl WaitKind {
+    /// From the recorder's code (`heapledger_wire::Wait::kind`).
+    pub fn from_code(c: u64) -> WaitKind {
+        match c {
+            0 => WaitKind::Mutex,
+            1 => WaitKind::RwlockRead,
+            2 => WaitKind::RwlockWrite,
+            3 => WaitKind::Condition,
+            4 => WaitKind::Join,
+            5 => WaitKind::Semaphore,
+            _ => WaitKind::Other,
+        }
+    }
+
+    /// In words, for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitKind::Mutex => "mutex",
+            WaitKind::RwlockRead => "rwlock read",
+            WaitKind::RwlockWrite => "rwlock write",
+            WaitKind::Condition => "condition",
+            WaitKind::Join => "join",
+            WaitKind::Semaphore => "semaphore",
+            WaitKind::Other => "other",
+        }
+    }
+}
+
+/// One entry of a thread's log of time lost (see
+/// [`HeapledgerExt::time_lost`]): waits of one kind at one stack, with the
+/// stack of the thread that held the lock, where known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeLost {
+    /// The thread's number (None: the row of threads that ended first).
+    pub thread: Option<u64>,
+    /// What it waited for.
+    pub kind: WaitKind,
+    /// Waits.
+    pub count: u64,
+    /// Their total, in nanoseconds.
+    pub total_ns: u64,
+    /// The longest, in nanoseconds.
+    pub max_ns: u64,
+    /// The waiter's stack, innermost first.
+    pub stack: Vec<Addr>,
+    /// The holder's stack where known (the last thread that took the lock
+    /// after waiting for it), innermost first; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holder: Vec<Addr>,
 }
 
 /// See [`HeapledgerExt::reset`].
@@ -276,6 +352,7 @@ impl HeapledgerExt {
             checkpoint: None,
             snapshot: None,
             reset: None,
+            time_lost: Vec::new(),
             timeline_low_requested: Vec::new(),
         }
     }

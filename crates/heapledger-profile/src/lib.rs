@@ -45,7 +45,7 @@ pub use domains::{DomainValues, Domains};
 pub use error::ProfileError;
 pub use ext::{
     degrade_cause, stack_mode, CheckpointInfo, DegradeStep, Degraded, ExitInfo, HeapledgerExt,
-    Inherited, InlineFrame, ModuleInfo, ResetInfo, Unhooked, EXT_VERSION,
+    Inherited, InlineFrame, ModuleInfo, ResetInfo, TimeLost, Unhooked, WaitKind, EXT_VERSION,
 };
 pub use memstats::{GlobalVariable, MemStats, ReallocJump};
 pub use model::{Config, Globals, Profile, Run, FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS};

@@ -19,6 +19,24 @@ pub const MAX_STACK_FRAMES: usize = 1 << 16;
 /// hundred times those of a Python run with 16 000 stacks.
 pub const MAX_FRAMES: usize = 1 << 27;
 
+/// What [`Tag::Wait`] says: waits of one kind (0 mutex, 1 rwlock read,
+/// 2 rwlock write, 3 condition variable, 4 join, 5 semaphore) at one
+/// stack, with the holder's stack where known (empty otherwise).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Wait {
+    pub thread: u64,
+    pub kind: u64,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    pub stack: Vec<u64>,
+    pub holder: Vec<u64>,
+}
+
+/// The most [`Tag::Wait`] records a dump may hold (64 a thread, for the
+/// 1 024 threads kept and the row of the others).
+const MAX_WAITS: usize = 64 * 1025 + 64;
+
 /// Everything a dump holds, decoded.
 #[derive(Clone, Debug, Default)]
 pub struct Dump {
@@ -60,6 +78,8 @@ pub struct Dump {
     pub forked: Option<Forked>,
     /// Set when the program reset the counters ([`Tag::Reset`]).
     pub reset: Option<Reset>,
+    /// The threads' logs of time lost waiting ([`Tag::Wait`]).
+    pub waits: Vec<Wait>,
     /// How the process ended, when the recorder saw it ([`Tag::Exit`]).
     pub ending: Option<Ending>,
     /// The object that defines the `malloc` the recorder called ("": not
@@ -397,6 +417,35 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     .map(|s| String::from_utf8_lossy(s).into_owned())
                     .collect();
                 d.unhooked_by = r.string()?;
+            }
+            Tag::Wait => {
+                let mut w = Wait {
+                    thread: r.u()?,
+                    kind: r.u()?,
+                    count: r.u()?,
+                    total_ns: r.u()?,
+                    max_ns: r.u()?,
+                    ..Wait::default()
+                };
+                for frames in [&mut w.stack, &mut w.holder] {
+                    let n = r.u()?;
+                    if n > MAX_STACK_FRAMES as u64 || n > (r.buf.len() - r.pos) as u64 {
+                        return Err(DecodeError::BadRecord {
+                            tag: Tag::Wait as u8,
+                            offset: r.pos,
+                        });
+                    }
+                    for _ in 0..n {
+                        frames.push(r.u()?);
+                    }
+                }
+                if d.waits.len() >= MAX_WAITS {
+                    return Err(DecodeError::BadRecord {
+                        tag: Tag::Wait as u8,
+                        offset: r.pos,
+                    });
+                }
+                d.waits.push(w);
             }
             Tag::Reset => {
                 d.reset = Some(Reset {

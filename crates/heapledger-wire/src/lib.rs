@@ -257,6 +257,11 @@ pub enum Tag {
     /// blocks from before it still alive (count, bytes) and those freed
     /// since (count, bytes)
     Reset = 25,
+    /// an entry of a thread's log of time lost waiting (see [`Wait`]):
+    /// thread number (u64::MAX: the row of ended threads merged), kind,
+    /// count, total and longest ns, then the waiter's frames and the
+    /// holder's (each a count, then return addresses, leaf first)
+    Wait = 26,
     /// end of dump
     End = 0xff,
 }
@@ -289,6 +294,7 @@ impl Tag {
             23 => Tag::LeakBlocksOmitted,
             24 => Tag::Snapshot,
             25 => Tag::Reset,
+            26 => Tag::Wait,
             0xff => Tag::End,
             _ => return None,
         })
@@ -717,6 +723,21 @@ impl<S: Sink> Encoder<S> {
         self.i(c.alive);
         self.u(c.max_alive);
         self.i(c.at_peak);
+    }
+
+    /// A [`Tag::Wait`] record: thread, kind, count, total and longest ns
+    /// (`head`), the waiter's frames and the holder's.
+    pub fn wait(&mut self, head: [u64; 5], stack: &[u64], holder: &[u64]) {
+        self.tag(Tag::Wait);
+        for v in head {
+            self.u(v);
+        }
+        for frames in [stack, holder] {
+            self.u(frames.len() as u64);
+            for &f in frames {
+                self.u(f);
+            }
+        }
     }
 
     pub fn reset(&mut self, r: &Reset) {

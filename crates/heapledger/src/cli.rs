@@ -90,6 +90,14 @@ enum Command {
         /// kill.
         #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
         snapshot_when_above: Option<u64>,
+        /// Do not record lock waits (time lost: mutexes, rwlocks,
+        /// condition variables, joins, semaphores).
+        #[arg(long)]
+        no_waits: bool,
+        /// Entries each thread keeps of its time lost, the longest (1 to
+        /// 64).
+        #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=64))]
+        waits_top: u32,
         /// Number of rows in each table of the summary.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -253,6 +261,20 @@ enum Command {
         /// Entries shown (0: all).
         #[arg(long, default_value_t = 0)]
         top: usize,
+    },
+    /// Time lost waiting: every entry of the threads' logs (mutexes,
+    /// rwlocks, condition variables, joins, semaphores), longest first,
+    /// with the waiter's stack and the holder's where known.
+    Waits {
+        file: PathBuf,
+        #[command(flatten)]
+        which: Which,
+        /// Frames shown per stack (0: all).
+        #[arg(long, default_value_t = 12)]
+        frames: usize,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Look at a profile in the browser: serves the viewer on 127.0.0.1
     /// until Ctrl-C, its URL (with a random token) the first line on
@@ -438,6 +460,8 @@ pub fn main() -> Result<u8> {
             snapshot_every,
             snapshot_when_above,
             only_lib,
+            no_waits,
+            waits_top,
             top,
             quiet,
             program,
@@ -476,6 +500,8 @@ pub fn main() -> Result<u8> {
                 snapshot_every: snapshot_every.map(std::time::Duration::from_secs_f64),
                 snapshot_when_above,
                 only_lib,
+                waits: !no_waits,
+                waits_top,
             })
         }
         Command::Ctl { pid, command } => crate::ctl::ctl(pid, &command.join(" ")),
@@ -645,6 +671,18 @@ pub fn main() -> Result<u8> {
                 no_builtin: no_builtin_suppressions,
             };
             let text = crate::leaks::report(&o, &sups, &opts)?;
+            std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+            after(&file, &o);
+            Ok(0)
+        }
+        Command::Waits {
+            file,
+            which,
+            frames,
+            json,
+        } => {
+            let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
+            let text = crate::waits::report(&o.profile, frames, json);
             std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
             after(&file, &o);
             Ok(0)

@@ -98,6 +98,12 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             let own = s.frames.len() - s.shared.min(s.frames.len());
             s.frames[..own].iter().map(|f| f.wrapping_sub(1))
         })
+        .chain(
+            d.waits
+                .iter()
+                .flat_map(|w| w.stack.iter().chain(&w.holder))
+                .map(|f| f.wrapping_sub(1)),
+        )
         .collect();
     let mut addrs: Vec<u64> = distinct.into_iter().collect();
     addrs.sort_unstable();
@@ -559,6 +565,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
         time: c.ticks.saturating_sub(d.start_ticks),
     });
     ext.snapshot = d.snapshot.clone();
+    ext.time_lost = time_lost(d, &|f: u64| is_own(f));
     ext.reset = d.reset.map(|r| mp::ResetInfo {
         count: r.count,
         time: r.ticks.saturating_sub(d.start_ticks),
@@ -574,6 +581,32 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
 }
 
 /// The profile's account of how the recorder degraded (`Tag::Degraded`).
+/// The threads' logs of time lost, longest first; frames of the recorder's
+/// own (its wait hooks' trampolines) left out, as in every stack.
+fn time_lost(d: &Dump, is_own: &dyn Fn(u64) -> bool) -> Vec<mp::TimeLost> {
+    let frames = |v: &[u64]| -> Vec<Addr> {
+        v.iter()
+            .filter(|&&f| !is_own(f))
+            .map(|f| Addr::native(f.wrapping_sub(1)))
+            .collect()
+    };
+    let mut v: Vec<mp::TimeLost> = d
+        .waits
+        .iter()
+        .map(|w| mp::TimeLost {
+            thread: (w.thread != u64::MAX).then_some(w.thread),
+            kind: mp::WaitKind::from_code(w.kind),
+            count: w.count,
+            total_ns: w.total_ns,
+            max_ns: w.max_ns,
+            stack: frames(&w.stack),
+            holder: frames(&w.holder),
+        })
+        .collect();
+    v.sort_by_key(|w| std::cmp::Reverse(w.total_ns));
+    v
+}
+
 fn degraded(d: &heapledger_wire::Degraded) -> mp::Degraded {
     use heapledger_wire::DegradeCause;
     let step = |cause: u64, time: u64| {

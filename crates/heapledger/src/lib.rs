@@ -37,3 +37,4 @@ pub mod run;
 pub mod symbolizer;
 pub mod tree;
 pub mod view;
+pub mod waits;

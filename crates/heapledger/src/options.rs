@@ -44,4 +44,8 @@ pub struct RunOptions {
     pub snapshot_when_above: Option<u64>,
     /// `--only-lib`: the libraries whose allocations alone are recorded.
     pub only_lib: Vec<String>,
+    /// Lock waits recorded (time lost), each thread keeping its
+    /// `waits_top` longest entries.
+    pub waits: bool,
+    pub waits_top: u32,
 }

@@ -375,6 +375,10 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     if o.backtrace_off {
         opts.push_str(",backtrace=0");
     }
+    if !o.waits {
+        opts.push_str(",waits=0");
+    }
+    opts.push_str(&format!(",waits_top={}", o.waits_top));
     if let Some(every) = o.snapshot_every.filter(|d| !d.is_zero()) {
         opts.push_str(&format!(",snapshot_every={}", every.as_millis().max(1)));
     }

@@ -1,6 +1,7 @@
 //! Options from the environment, parsed once at start-up into an immutable
 //! struct (`HEAPLEDGER_OPTS=stack=dwarf,depth=256,follow=1,parent=PID,sample=BYTES,
-//! lifetimes=exact,checkpoint=MS,backtrace=0,snapshot_every=MS,snapshot_above=BYTES`).
+//! lifetimes=exact,checkpoint=MS,backtrace=0,snapshot_every=MS,snapshot_above=BYTES,
+//! waits=0,waits_top=N`).
 
 // import kept: the default of `lifetime_head` is the counters' head of
 // timed blocks, whose meaning (and the sampling after it) data/counters.rs
@@ -44,6 +45,10 @@ pub struct Config {
     /// whose allocations alone are recorded (`data::only`), read at
     /// start-up.
     pub only_lib: Option<&'static core::ffi::CStr>,
+    /// Lock waits are recorded (`waits=0`, `--no-waits`: not), each
+    /// thread keeping its `waits_top` longest (`data::timelog`).
+    pub waits: bool,
+    pub waits_top: u32,
 }
 
 pub const DEFAULT: Config = Config {
@@ -59,6 +64,8 @@ pub const DEFAULT: Config = Config {
     snapshot_every_ms: 0,
     snapshot_above: 0,
     only_lib: None,
+    waits: true,
+    waits_top: 32,
 };
 
 /// What `get` answers until `load` has run.
@@ -107,6 +114,8 @@ pub fn parse(s: &[u8]) -> Config {
             b"backtrace" => c.backtrace_off = v == b"0",
             b"snapshot_every" => c.snapshot_every_ms = num(v).unwrap_or(0),
             b"snapshot_above" => c.snapshot_above = num(v).unwrap_or(0),
+            b"waits" => c.waits = v != b"0",
+            b"waits_top" => c.waits_top = num(v).map_or(32, |n| n.clamp(1, 64) as u32),
             _ => {}
         }
     }

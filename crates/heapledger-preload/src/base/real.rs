@@ -27,6 +27,13 @@ pub type SigactionFn =
     unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
 pub type SignalFn = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
 pub type GetattrFn = unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int;
+/// pthread_mutex_lock and trylock, the rwlocks' rd/wr lock and trylock,
+/// sem_wait and sem_trywait: one pointer argument.
+pub type LockFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+pub type CondWaitFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+pub type CondTimedWaitFn =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, *const libc::timespec) -> c_int;
+pub type JoinFn = unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void) -> c_int;
 
 /// Resolved pointers; each is 0 until `resolve` ran.
 pub struct Real {
@@ -49,6 +56,17 @@ pub struct Real {
     pub sigaction: AtomicUsize,
     pub signal: AtomicUsize,
     pub pthread_getattr_np: AtomicUsize,
+    pub mutex_lock: AtomicUsize,
+    pub mutex_trylock: AtomicUsize,
+    pub rwlock_rdlock: AtomicUsize,
+    pub rwlock_tryrdlock: AtomicUsize,
+    pub rwlock_wrlock: AtomicUsize,
+    pub rwlock_trywrlock: AtomicUsize,
+    pub cond_wait: AtomicUsize,
+    pub cond_timedwait: AtomicUsize,
+    pub join: AtomicUsize,
+    pub sem_wait: AtomicUsize,
+    pub sem_trywait: AtomicUsize,
 }
 
 pub static REAL: Real = Real {
@@ -71,6 +89,17 @@ pub static REAL: Real = Real {
     sigaction: AtomicUsize::new(0),
     signal: AtomicUsize::new(0),
     pthread_getattr_np: AtomicUsize::new(0),
+    mutex_lock: AtomicUsize::new(0),
+    mutex_trylock: AtomicUsize::new(0),
+    rwlock_rdlock: AtomicUsize::new(0),
+    rwlock_tryrdlock: AtomicUsize::new(0),
+    rwlock_wrlock: AtomicUsize::new(0),
+    rwlock_trywrlock: AtomicUsize::new(0),
+    cond_wait: AtomicUsize::new(0),
+    cond_timedwait: AtomicUsize::new(0),
+    join: AtomicUsize::new(0),
+    sem_wait: AtomicUsize::new(0),
+    sem_trywait: AtomicUsize::new(0),
 };
 
 static RESOLVED: AtomicUsize = AtomicUsize::new(0);
@@ -112,6 +141,17 @@ pub fn resolve() {
     set(&r.sigaction, b"sigaction\0");
     set(&r.signal, b"signal\0");
     set(&r.pthread_getattr_np, b"pthread_getattr_np\0");
+    set(&r.mutex_lock, b"pthread_mutex_lock\0");
+    set(&r.mutex_trylock, b"pthread_mutex_trylock\0");
+    set(&r.rwlock_rdlock, b"pthread_rwlock_rdlock\0");
+    set(&r.rwlock_tryrdlock, b"pthread_rwlock_tryrdlock\0");
+    set(&r.rwlock_wrlock, b"pthread_rwlock_wrlock\0");
+    set(&r.rwlock_trywrlock, b"pthread_rwlock_trywrlock\0");
+    set(&r.cond_wait, b"pthread_cond_wait\0");
+    set(&r.cond_timedwait, b"pthread_cond_timedwait\0");
+    set(&r.join, b"pthread_join\0");
+    set(&r.sem_wait, b"sem_wait\0");
+    set(&r.sem_trywait, b"sem_trywait\0");
     RESOLVED.store(1, Ordering::Release);
 }
 
@@ -201,6 +241,17 @@ getter!(exit2, exit2, ExitFn);
 getter!(sigaction, sigaction, SigactionFn);
 getter!(signal, signal, SignalFn);
 getter!(pthread_getattr_np, pthread_getattr_np, GetattrFn);
+getter!(mutex_lock, mutex_lock, LockFn);
+getter!(mutex_trylock, mutex_trylock, LockFn);
+getter!(rwlock_rdlock, rwlock_rdlock, LockFn);
+getter!(rwlock_tryrdlock, rwlock_tryrdlock, LockFn);
+getter!(rwlock_wrlock, rwlock_wrlock, LockFn);
+getter!(rwlock_trywrlock, rwlock_trywrlock, LockFn);
+getter!(cond_wait, cond_wait, CondWaitFn);
+getter!(cond_timedwait, cond_timedwait, CondTimedWaitFn);
+getter!(join, join, JoinFn);
+getter!(sem_wait, sem_wait, LockFn);
+getter!(sem_trywait, sem_trywait, LockFn);
 
 // ---- the boot buffer ----
 

@@ -14,4 +14,5 @@ pub mod sampler;
 pub mod stackmap;
 pub mod stacks;
 pub mod timeline;
+pub mod timelog;
 pub mod unwind;

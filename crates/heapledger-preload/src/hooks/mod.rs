@@ -19,6 +19,7 @@
 //! - `pthread.rs`: pthread_getattr_np;
 //! - `signal_exit.rs`: _exit, _Exit, sigaltstack, sigaction, signal;
 //! - `main.rs`: __libc_start_main, for the exit status;
+//! - `wait.rs`: lock waits, condition variables, joins, semaphores (time lost);
 //! - `api.rs`: the calls of `heapledger.h` (control while the program runs).
 
 #[macro_use]
@@ -34,3 +35,4 @@ mod mmap;
 mod pthread;
 mod release;
 mod signal_exit;
+mod wait;

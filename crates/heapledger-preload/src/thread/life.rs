@@ -146,6 +146,11 @@ fn fold(reg: &mut Registry, s: &mut ThreadState) -> *mut ThreadState {
         f.stack_peak = s.stack_peak;
         f.stack_peak_id = s.stack_peak_id;
     }
+    if let Some(mut w) = s.waits.take() {
+        f.waits
+            .get_or_insert_with(|| Box::new(crate::data::timelog::TimeLog::new(w.capacity())))
+            .absorb(&mut w);
+    }
     f.merged += 1;
     s.stats = [(0, 0, 0); AllocFn::COUNT];
     s.moves = [0; 4];

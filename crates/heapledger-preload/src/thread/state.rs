@@ -67,6 +67,8 @@ pub struct ThreadState {
     pub stack_peak_id: u32,
     pub unwind: Option<Unwind>,
     pub unknown_frees: u64,
+    /// The waits this thread made (`data::timelog`), from its first.
+    pub waits: Option<Box<crate::data::timelog::TimeLog>>,
     pub truncated: u64,
     pub dead: bool,
     /// The thread's TLS block while it runs (null for the retired and
@@ -248,6 +250,7 @@ impl ThreadState {
         self.stack_peak_id = u32::MAX;
         self.unknown_frees = 0;
         self.truncated = 0;
+        self.waits = None;
     }
 }
 
@@ -303,6 +306,7 @@ impl ThreadState {
                 sampler::Sampler::new(cfg.sample_every, clock::ticks() ^ (number << 32) ^ 0x5eed)
             }),
             unknown_frees: 0,
+            waits: None,
             truncated: 0,
             dead: false,
             tls: core::ptr::null(),

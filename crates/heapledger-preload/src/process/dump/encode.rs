@@ -260,9 +260,24 @@ fn rest(
         stack_peaks,
         unknown_frees,
         truncated,
+        waits: g_waits,
         ..
     } = g;
     threads.sort_by_key(|t| t.0);
+    for (thread, w) in &g_waits {
+        let frames = |id: u32| -> &[u64] {
+            if id == crate::data::timelog::NONE || id >= stacks::count() {
+                &[]
+            } else {
+                stacks::frames(stacks::entry(id))
+            }
+        };
+        e.wait(
+            [*thread, w.key.kind as u64, w.count, w.total_ns, w.max_ns],
+            frames(w.key.stack),
+            frames(w.key.other),
+        );
+    }
     let rows = threads.iter().map(|r| (Tag::Thread, r));
     for (tag, (first, ops, stats)) in rows.chain(folded.iter().map(|r| (Tag::EndedThreads, r))) {
         e.tag(tag);
@@ -385,6 +400,9 @@ pub(super) struct Gathered {
     pub(super) threads: Vec<ThreadRow>,
     /// (threads merged, memory operations, per function) of state::FOLDED
     pub(super) folded: Option<ThreadRow>,
+    /// Each thread's log of time lost waiting (thread number, u64::MAX for
+    /// the ended threads' row; an entry).
+    pub(super) waits: Vec<(u64, crate::data::timelog::Entry)>,
 }
 
 /// Merges the states' counters (those of `states[skip]`'s stacks left
@@ -401,6 +419,7 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
         truncated: 0,
         threads: Vec::new(),
         folded: None,
+        waits: Vec::new(),
     };
     for (i, s) in states.iter().enumerate() {
         if Some(i) != skip && !s.stacks.is_empty() {
@@ -424,6 +443,21 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
             if s.stack_peak > 0 && g.stack_peaks.try_reserve(1).is_ok() {
                 g.stack_peaks
                     .push((number, s.stack_peak, s.stack_peak_id as u64));
+            }
+        }
+        if let (Some(w), true) = (
+            &s.waits,
+            s.number < state::SPARE || s.number == state::FOLDED,
+        ) {
+            let number = if s.number == state::FOLDED {
+                u64::MAX
+            } else {
+                s.number
+            };
+            for entry in w.all() {
+                if g.waits.try_reserve(1).is_ok() {
+                    g.waits.push((number, entry));
+                }
             }
         }
         if s.number < state::SPARE {
