@@ -173,3 +173,21 @@ ts = [threading.Thread(target=work) for _ in range(4)]\n\
     assert!(threads.len() >= 3, "{threads:?}: {gil:?}");
     assert!(lost > 0.3, "{lost} s in the interpreter's condition waits");
 }
+
+#[test]
+fn threads_canceled_while_they_wait() {
+    let dir = Scratch::new("waits-cancel");
+    let exe = compile_threaded("cancel", &dir);
+    let want = "cond canceled\ntimedwait canceled\nsem canceled\njoin canceled\n";
+    let alone = Command::new(&exe).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&alone.stdout), want);
+    let o = heapledger_run_within(
+        "dwarf",
+        &dir.join("p.sqlite"),
+        &exe,
+        &[] as &[&str],
+        std::time::Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), want);
+}

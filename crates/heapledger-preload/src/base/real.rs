@@ -28,12 +28,9 @@ pub type SigactionFn =
 pub type SignalFn = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
 pub type GetattrFn = unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int;
 /// pthread_mutex_lock and trylock, the rwlocks' rd/wr lock and trylock,
-/// sem_wait and sem_trywait: one pointer argument.
+/// sem_trywait: one pointer argument. (The condition waits, join and
+/// sem_wait are called from `hooks::wait`'s assembly, through their slots.)
 pub type LockFn = unsafe extern "C" fn(*mut c_void) -> c_int;
-pub type CondWaitFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
-pub type CondTimedWaitFn =
-    unsafe extern "C" fn(*mut c_void, *mut c_void, *const libc::timespec) -> c_int;
-pub type JoinFn = unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void) -> c_int;
 
 /// Resolved pointers; each is 0 until `resolve` ran.
 pub struct Real {
@@ -247,10 +244,6 @@ getter!(rwlock_rdlock, rwlock_rdlock, LockFn);
 getter!(rwlock_tryrdlock, rwlock_tryrdlock, LockFn);
 getter!(rwlock_wrlock, rwlock_wrlock, LockFn);
 getter!(rwlock_trywrlock, rwlock_trywrlock, LockFn);
-getter!(cond_wait, cond_wait, CondWaitFn);
-getter!(cond_timedwait, cond_timedwait, CondTimedWaitFn);
-getter!(join, join, JoinFn);
-getter!(sem_wait, sem_wait, LockFn);
 getter!(sem_trywait, sem_trywait, LockFn);
 
 // ---- the boot buffer ----

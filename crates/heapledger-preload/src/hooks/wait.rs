@@ -157,70 +157,137 @@ unsafe extern "C" fn rwlock_wrlock_impl(l: *mut c_void, fp: u64) -> c_int {
 }
 trampoline!(pthread_rwlock_wrlock, rwlock_wrlock_impl, "rsi", (l: *mut c_void) -> c_int);
 
-/// sem_wait answers -1 with errno EAGAIN where sem_trywait would block.
-unsafe extern "C" fn sem_wait_impl(s: *mut c_void, fp: u64) -> c_int {
-    let (Some(w), Some(tr)) = (real::sem_wait(), real::sem_trywait()) else {
-        return -1;
-    };
-    // SAFETY: the real functions, with the caller's semaphore.
-    unsafe {
-        if !watching() {
-            return w(s);
-        }
-        if tr(s) == 0 {
-            return 0;
-        }
-        if *libc::__errno_location() != libc::EAGAIN {
-            return w(s);
-        }
-        waited(Kind::Sem, core::ptr::null_mut(), fp, || w(s))
-    }
-}
-trampoline!(sem_wait, sem_wait_impl, "rsi", (s: *mut c_void) -> c_int);
+// ---- Cancellation points: condition waits, joins, sem_wait ----
+//
+// These may be left by `pthread_cancel`'s forced unwinding while they
+// block, which no Rust frame may see (this library aborts on unwinding).
+// So the real call is made from the entry's own assembly, whose frame the
+// unwinder steps through by its CFI; Rust runs only before (`wait_begin`)
+// and after (`wait_end`) it.
 
-unsafe extern "C" fn cond_wait_impl(c: *mut c_void, m: *mut c_void, fp: u64) -> c_int {
-    let Some(w) = real::cond_wait() else {
-        return libc::ENOSYS;
-    };
-    // SAFETY: the real function, with the caller's arguments.
-    unsafe {
-        if !watching() {
-            return w(c, m);
-        }
-        waited(Kind::Cond, core::ptr::null_mut(), fp, || w(c, m))
-    }
-}
-trampoline!(pthread_cond_wait, cond_wait_impl, "rdx", (c: *mut c_void, m: *mut c_void) -> c_int);
+/// What `wait_begin` answers: the call is not recorded.
+const UNWATCHED: u64 = 0;
+/// The call is done already (a semaphore taken by `sem_trywait`), with 0.
+const DONE: u64 = 1;
 
-unsafe extern "C" fn cond_timedwait_impl(
-    c: *mut c_void,
-    m: *mut c_void,
-    at: *const libc::timespec,
-    fp: u64,
-) -> c_int {
-    let Some(w) = real::cond_timedwait() else {
-        return libc::ENOSYS;
-    };
-    // SAFETY: the real function, with the caller's arguments.
-    unsafe {
-        if !watching() {
-            return w(c, m, at);
-        }
-        waited(Kind::Cond, core::ptr::null_mut(), fp, || w(c, m, at))
+/// Before a cancellation point's real call: the clock (the wait will be
+/// recorded), `UNWATCHED`, or `DONE`. The real function is resolved here.
+extern "C" fn wait_begin(kind: u64, first: *mut c_void) -> u64 {
+    real::resolve();
+    if !watching() {
+        return UNWATCHED;
     }
+    if kind == Kind::Sem as u64 {
+        if let Some(tr) = real::sem_trywait() {
+            // SAFETY: the real function, with the caller's semaphore; its
+            // errno is put back if it fails (the wait sets its own).
+            let errno = unsafe { *libc::__errno_location() };
+            if unsafe { tr(first) } == 0 {
+                return DONE;
+            }
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+        }
+    }
+    now_ns().max(2)
 }
-trampoline!(pthread_cond_timedwait, cond_timedwait_impl, "rcx", (c: *mut c_void, m: *mut c_void, at: *const libc::timespec) -> c_int);
 
-unsafe extern "C" fn join_impl(th: libc::pthread_t, ret: *mut *mut c_void, fp: u64) -> c_int {
-    let Some(j) = real::join() else {
-        return libc::ENOSYS;
-    };
-    // SAFETY: the real function, with the caller's arguments.
-    unsafe {
-        if !watching() {
-            return j(th, ret);
-        }
-        waited(Kind::Join, core::ptr::null_mut(), fp, || j(th, ret))
+/// After it: charges the wait that began at `t0` to the stack of the
+/// entry's frame record `fp`.
+extern "C" fn wait_end(t0: u64, fp: u64, kind: u64) {
+    if t0 < 2 {
+        return;
     }
+    let dt = now_ns().saturating_sub(t0);
+    // SAFETY: errno's location is valid.
+    let errno = unsafe { *libc::__errno_location() };
+    let kind = match kind {
+        4 => Kind::Join,
+        5 => Kind::Sem,
+        _ => Kind::Cond,
+    };
+    with_stack(fp, |st, id| {
+        st.waits
+            .get_or_insert_with(|| {
+                alloc::boxed::Box::new(TimeLog::new(config::get().waits_top as usize))
+            })
+            .record(
+                Key {
+                    kind,
+                    stack: id,
+                    other: NONE,
+                },
+                dt,
+            );
+    });
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
 }
-trampoline!(pthread_join, join_impl, "rdx", (th: libc::pthread_t, ret: *mut *mut c_void) -> c_int);
+
+/// An entry that calls the real function (the `REAL` slot at `$slot`)
+/// between `wait_begin` and `wait_end`, with a frame record (rbp) that
+/// stack capture starts from. Up to four arguments, kept on the frame.
+macro_rules! timed_entry {
+    ($name:ident, $kind:expr, $slot:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        /// # Safety
+        /// Called as the C function of the same name.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                "push rbp",
+                ".cfi_adjust_cfa_offset 8",
+                ".cfi_rel_offset rbp, 0",
+                "mov rbp, rsp",
+                ".cfi_def_cfa_register rbp",
+                "push r12",
+                ".cfi_offset r12, -24",
+                "push r13",
+                ".cfi_offset r13, -32",
+                "sub rsp, 32",
+                "mov qword ptr [rsp], rdi",
+                "mov qword ptr [rsp + 8], rsi",
+                "mov qword ptr [rsp + 16], rdx",
+                "mov qword ptr [rsp + 24], rcx",
+                "mov rsi, rdi",
+                "mov edi, {kind}",
+                "call {begin}",
+                "mov r12, rax",
+                "xor r13d, r13d",
+                "cmp rax, {done}",
+                "je 2f",
+                "mov rdi, qword ptr [rsp]",
+                "mov rsi, qword ptr [rsp + 8]",
+                "mov rdx, qword ptr [rsp + 16]",
+                "mov rcx, qword ptr [rsp + 24]",
+                "call qword ptr [rip + {real} + {off}]",
+                "mov r13, rax",
+                "mov rdi, r12",
+                "mov rsi, rbp",
+                "mov edx, {kind}",
+                "call {end}",
+                "2:",
+                "mov rax, r13",
+                "add rsp, 32",
+                "pop r13",
+                "pop r12",
+                "pop rbp",
+                ".cfi_def_cfa rsp, 8",
+                "ret",
+                ".cfi_endproc",
+                kind = const $kind as u8,
+                done = const DONE,
+                begin = sym wait_begin,
+                end = sym wait_end,
+                real = sym real::REAL,
+                off = const core::mem::offset_of!(real::Real, $slot),
+            )
+        }
+    };
+}
+
+timed_entry!(pthread_cond_wait, Kind::Cond, cond_wait, (c: *mut c_void, m: *mut c_void) -> c_int);
+timed_entry!(pthread_cond_timedwait, Kind::Cond, cond_timedwait, (c: *mut c_void, m: *mut c_void, at: *const libc::timespec) -> c_int);
+timed_entry!(pthread_join, Kind::Join, join, (th: libc::pthread_t, ret: *mut *mut c_void) -> c_int);
+timed_entry!(sem_wait, Kind::Sem, sem_wait, (s: *mut c_void) -> c_int);
