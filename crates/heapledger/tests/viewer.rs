@@ -242,6 +242,15 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
         .contains("global and thread-local variables"));
     assert!(!seen["globalRows"].as_array().unwrap().is_empty());
 
+    // leaks.c waits for nothing: the Time lost page says so.
+    assert!(
+        seen["waitsTotal"]
+            .as_str()
+            .unwrap()
+            .starts_with("No time lost waiting was recorded"),
+        "{seen:#}"
+    );
+
     // Pointing at the memory chart names that point's peak's call site.
     let at = seen["timelineSite"].as_str().unwrap_or("");
     assert!(at.contains("requested at most"), "{at}");
@@ -358,6 +367,41 @@ fn view_serves_the_profiles_own_numbers() {
 
 /// Switching the call tree's recursion collapsing on a recursive program
 /// changes its rows as `tree --collapse` does.
+#[test]
+fn the_time_lost_page_shows_the_waits() {
+    // programs/waits.c: a mutex held five times 200 ms while main waits.
+    let dir = Scratch::new("viewer-waits");
+    let exe = compile_threaded("waits", &dir);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut child, url) = start_view(&store, None);
+    let seen = look(&url, "");
+    let _ = child.kill();
+    let _ = child.wait();
+    let r = report_json(&store);
+    let rows = seen["waits"].as_array().unwrap();
+    let entries = r["time_lost"]["entries"].as_array().unwrap();
+    assert_eq!(rows.len(), entries.len(), "{seen:#}");
+    // The first row is the report's first entry: the mutex waits at
+    // wait_for_lock, held by hold_lock.
+    let first: Vec<&str> = rows[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(first[1], entries[0]["count"].to_string());
+    assert_eq!(first[3], "mutex");
+    assert!(first[5].starts_with("wait_for_lock "), "{first:?}");
+    assert!(first[6].starts_with("hold_lock "), "{first:?}");
+    let stacks = seen["waitsStacks"].as_str().unwrap();
+    assert!(
+        stacks.starts_with("waiting at:") && stacks.contains("held by:"),
+        "{stacks}"
+    );
+}
+
 #[test]
 fn the_call_tree_collapses_recursion_as_tree_does() {
     let dir = Scratch::new("viewer-recursion");

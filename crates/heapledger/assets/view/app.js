@@ -297,6 +297,31 @@ async function globals() {
     bytes(v.size), v.name, v.tls ? "thread-local" : "global", v.binary, v.file ? `${v.file}${v.line ? ":" + v.line : ""}` : "",
   ]), [0]);
 }
+// Time lost waiting (`heapledger waits`): each entry, the waiter's site and
+// the holder's; the whole stacks on a click.
+async function waits() {
+  const w = await api("waits");
+  const rows = w.entries || [];
+  document.getElementById("waits-total").textContent = rows.length
+    ? `${seconds(w.total_seconds)} lost waiting in ${num(rows.length)} entries (locks, condition variables, joins, semaphores; each thread keeps its longest). A row's stacks open on a click.`
+    : "No time lost waiting was recorded (no lock wait, condition, join or semaphore that blocked; or run --no-waits).";
+  const site = (s) => s ? el("span", {}, `${s.function} `, sourceLink(s.location)) : "";
+  const head = el("tr", {}, ...["total", "waits", "longest", "kind", "thread", "waiting at", "held by"].map((h) => el("th", {}, h)));
+  const body = [];
+  for (const e of rows) {
+    const row = el("tr", { class: "clickable" },
+      el("td", { class: "num" }, seconds(e.total_seconds)), el("td", { class: "num" }, num(e.count)),
+      el("td", { class: "num" }, seconds(e.max_seconds)), el("td", {}, e.kind),
+      el("td", { class: "num" }, e.thread === null ? "ended" : `${e.thread + 1}`),
+      el("td", { class: "mono" }, site(e.site)), el("td", { class: "mono" }, site(e.holder)));
+    const stacks = el("tr", { hidden: "" }, el("td", { colspan: "7" },
+      el("pre", { class: "report" }, ["waiting at:", ...e.stack.map((f) => "  " + f),
+        ...(e.holder_stack.length ? ["held by:", ...e.holder_stack.map((f) => "  " + f)] : [])].join("\n"))));
+    row.onclick = () => { stacks.hidden = !stacks.hidden; };
+    body.push(row, stacks);
+  }
+  document.getElementById("waits-table").replaceChildren(head, ...body);
+}
 
 // ---- Sources: the files the stacks name; a file's lines with their sums ----
 async function sources(params) {
@@ -360,7 +385,7 @@ async function diff() {
 }
 
 // ---- Pages ----
-const PAGES = { overview, flame, tree, timeline, sources, sizes, leaks, threads, globals, diff };
+const PAGES = { overview, flame, tree, timeline, sources, sizes, leaks, threads, globals, waits, diff };
 const loaded = {};
 function show() {
   const [page, query] = (location.hash.slice(1) || "overview").split("?");

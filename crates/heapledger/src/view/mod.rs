@@ -197,6 +197,12 @@ pub fn answer(
         "threads" => Ok((JSON, serde_json::to_vec(&threads(o))?)),
         "scatter" => Ok((JSON, serde_json::to_vec(&scatter(o))?)),
         "globals" => Ok((JSON, serde_json::to_vec(&globals(o))?)),
+        // `heapledger waits --json`: every entry of time lost, with both
+        // stacks.
+        "waits" => Ok((
+            JSON,
+            crate::waits::report(&o.profile, 16, true).into_bytes(),
+        )),
         "sources" => Ok((JSON, serde_json::to_vec(&sources::files(o)?)?)),
         "source" => {
             let file = decoded(param(query, "file").unwrap_or(""));
@@ -405,6 +411,10 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     data.insert("threads".into(), threads(o));
     data.insert("scatter".into(), scatter(o));
     data.insert("globals".into(), globals(o));
+    data.insert(
+        "waits".into(),
+        serde_json::from_str(&crate::waits::report(&o.profile, 16, true))?,
+    );
     let (_, leaks) = answer(o, &mut cache, "leaks", "")?;
     data.insert("leaks".into(), String::from_utf8(leaks)?.into());
     for (metric, inverted) in [("bytes", 0), ("count", 0), ("peak", 0), ("bytes", 1)] {

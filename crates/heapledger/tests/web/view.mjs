@@ -142,6 +142,15 @@ try {
   await page.waitForFunction(() => document.getElementById("globals-total").textContent.length > 0, null, { timeout: 20000 });
   seen.globals = await page.textContent("#globals-total");
   seen.globalRows = await cells("#globals-table tr");
+  await page.click('nav a[data-page="waits"]');
+  await page.waitForFunction(() => document.getElementById("waits-total").textContent.length > 0, null, { timeout: 20000 });
+  seen.waitsTotal = await page.textContent("#waits-total");
+  seen.waits = (await cells("#waits-table tr")).filter((r) => r.length === 7);
+  // A row's stacks open on a click.
+  if (seen.waits.length) {
+    await page.click("#waits-table tr.clickable");
+    seen.waitsStacks = await page.textContent("#waits-table tr:not([hidden]) pre");
+  }
 
   // The diff, where there is a base.
   if (await page.isVisible('nav a[data-page="diff"]')) {
@@ -157,7 +166,7 @@ try {
 
   // Screenshots of every page, for a person to look at.
   if (process.env.HEAPLEDGER_SHOTS) {
-    for (const name of ["overview", "flame", "tree", "timeline", "sources", "sizes", "leaks", "threads", "globals", "diff"]) {
+    for (const name of ["overview", "flame", "tree", "timeline", "sources", "sizes", "leaks", "threads", "globals", "waits", "diff"]) {
       if (!(await page.isVisible(`nav a[data-page="${name}"]`))) continue;
       await page.click(`nav a[data-page="${name}"]`);
       await page.waitForTimeout(700);
