@@ -145,6 +145,9 @@ pub enum StackMode {
     Fp = 1,
     /// DWARF CFI unwinding.
     Dwarf = 2,
+    /// The stack the program's own instrumentation maintains
+    /// (`-finstrument-functions`: `__cyg_profile_func_enter`/`exit`).
+    EnterExit = 3,
 }
 
 impl StackMode {
@@ -153,6 +156,7 @@ impl StackMode {
             0 => Some(StackMode::None),
             1 => Some(StackMode::Fp),
             2 => Some(StackMode::Dwarf),
+            3 => Some(StackMode::EnterExit),
             _ => None,
         }
     }
@@ -161,6 +165,7 @@ impl StackMode {
             StackMode::None => "none",
             StackMode::Fp => "fp",
             StackMode::Dwarf => "dwarf",
+            StackMode::EnterExit => "enter-exit",
         }
     }
 }

@@ -12,6 +12,9 @@ pub enum StackArg {
     Fp,
     /// No stacks: counts, sizes and live blocks only.
     None,
+    /// The stack the program keeps itself when built with
+    /// `-finstrument-functions` (its functions' entries and exits).
+    EnterExit,
 }
 
 /// Plain options of `heapledger run`.

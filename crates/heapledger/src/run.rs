@@ -361,6 +361,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         StackArg::Dwarf => "dwarf",
         StackArg::Fp => "fp",
         StackArg::None => "none",
+        StackArg::EnterExit => "enter-exit",
     };
     let mut opts = format!(
         "stack={stack},depth={},follow={},parent={},sample={}",

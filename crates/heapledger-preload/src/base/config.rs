@@ -102,6 +102,7 @@ pub fn parse(s: &[u8]) -> Config {
                 c.stack_mode = match v {
                     b"none" => StackMode::None,
                     b"fp" => StackMode::Fp,
+                    b"enter-exit" => StackMode::EnterExit,
                     _ => StackMode::Dwarf,
                 }
             }

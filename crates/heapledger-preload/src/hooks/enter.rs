@@ -2,7 +2,7 @@
 //! released on drop; the orphan state for a thread with none; the count of
 //! events that could not be recorded; the stack of an event.
 
-use crate::base::{arena, degrade, phase};
+use crate::base::{arena, config, degrade, phase};
 use crate::data::counters::UNRECORDED;
 use crate::data::live;
 use crate::data::unwind::Capture;
@@ -200,6 +200,15 @@ pub(super) fn stack(st: &mut ThreadState, fp: u64) -> u32 {
             }
             None => no_stack(),
         },
+        None if config::get().stack_mode == heapledger_wire::StackMode::EnterExit
+            && !crate::process::control::stacks_off()
+            && !degrade::no_stacks() =>
+        {
+            match super::enter_exit::shadow_stack(fp) {
+                0 => no_stack(),
+                id => id,
+            }
+        }
         None => 0,
     }
 }

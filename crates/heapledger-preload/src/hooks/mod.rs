@@ -20,6 +20,7 @@
 //! - `signal_exit.rs`: _exit, _Exit, sigaltstack, sigaction, signal;
 //! - `main.rs`: __libc_start_main, for the exit status;
 //! - `wait.rs`: lock waits, condition variables, joins, semaphores (time lost);
+//! - `enter_exit.rs`: `--stack enter-exit`'s `__cyg_profile_func_enter`/`exit`;
 //! - `api.rs`: the calls of `heapledger.h` (control while the program runs).
 
 #[macro_use]
@@ -29,6 +30,7 @@ mod alloc;
 mod api;
 mod dl;
 mod enter;
+mod enter_exit;
 mod lean;
 mod main;
 mod mmap;

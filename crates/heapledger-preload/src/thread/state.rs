@@ -270,15 +270,19 @@ impl ThreadState {
     pub(super) fn new(number: u64, with_unwind: bool) -> Self {
         let cfg = config::get();
         let (lo, hi) = if with_unwind { stack_bounds() } else { (0, 0) };
-        let unwind =
-            (with_unwind && cfg.stack_mode != heapledger_wire::StackMode::None).then(|| {
-                Unwind::new(
-                    cfg.max_depth as usize,
-                    cfg.stack_mode == heapledger_wire::StackMode::Dwarf,
-                    lo,
-                    hi,
-                )
-            });
+        let unwind = (with_unwind
+            && !matches!(
+                cfg.stack_mode,
+                heapledger_wire::StackMode::None | heapledger_wire::StackMode::EnterExit
+            ))
+        .then(|| {
+            Unwind::new(
+                cfg.max_depth as usize,
+                cfg.stack_mode == heapledger_wire::StackMode::Dwarf,
+                lo,
+                hi,
+            )
+        });
         let mut s = ThreadState {
             number,
             busy: AtomicBool::new(false),

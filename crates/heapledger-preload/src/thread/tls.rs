@@ -83,6 +83,12 @@ pub struct Tls {
     /// (`heapledger_disable`): its allocations are not recorded; its frees
     /// still are, of blocks recorded before or by other threads.
     pub disabled: Cell<bool>,
+    /// `--stack enter-exit`: the call sites of the functions this thread
+    /// entered and has not left (`hooks::enter_exit`), outermost first, in
+    /// a buffer of `shadow::CAP` (null until the first entry), and how many
+    /// it is in (past the buffer's end too).
+    pub shadow: Cell<*mut u64>,
+    pub shadow_depth: Cell<u32>,
 }
 
 impl Tls {
