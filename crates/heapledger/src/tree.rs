@@ -27,6 +27,9 @@ pub enum Metric {
     Temporary,
     /// The lifetimes of the freed blocks, summed (nanoseconds).
     Lifetime,
+    /// Time lost waiting (locks, conditions, joins, semaphores), at the
+    /// waiters' stacks (nanoseconds).
+    Waited,
 }
 
 impl Metric {
@@ -38,6 +41,7 @@ impl Metric {
             Metric::Leaked => "bytes leaked",
             Metric::Temporary => "temporary allocations",
             Metric::Lifetime => "ns of block lifetimes",
+            Metric::Waited => "ns waited",
         }
     }
 
@@ -46,7 +50,7 @@ impl Metric {
         match self {
             Metric::Count | Metric::Temporary => "allocations",
             Metric::Bytes | Metric::Peak | Metric::Leaked => "bytes",
-            Metric::Lifetime => "ns",
+            Metric::Lifetime | Metric::Waited => "ns",
         }
     }
 }
@@ -125,6 +129,11 @@ pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
         Ok(())
     };
     match metric {
+        Metric::Waited => {
+            for t in p.heapledger.iter().flat_map(|e| &e.time_lost) {
+                push(&t.stack, t.total_ns, &mut samples)?;
+            }
+        }
         Metric::Leaked => {
             // The program's leaks: the C/C++ runtime's own blocks (stdout's
             // buffer, the loader's...) are set apart, as in the summary.
@@ -151,7 +160,7 @@ pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
                     Metric::Peak => infos.global_peak.max(0) as u64,
                     Metric::Temporary => infos.temporary,
                     Metric::Lifetime => (infos.lifetime.sum as f64 * ns_per_tick) as u64,
-                    Metric::Leaked => 0,
+                    Metric::Leaked | Metric::Waited => 0,
                 };
                 if let Err(e) = push(stack, w, &mut samples) {
                     failed = Some(e);

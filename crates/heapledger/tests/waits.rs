@@ -191,3 +191,48 @@ fn threads_canceled_while_they_wait() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), want);
 }
+
+#[test]
+fn the_call_tree_and_flame_graph_weigh_time_lost() {
+    let dir = Scratch::new("waits-tree");
+    let exe = compile_threaded("waits", &dir);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
+    assert!(o.status.success());
+    let t = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["tree", "--metric", "waited", "--json"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&t.stdout).unwrap();
+    // The tree's total is the time lost, every entry's.
+    let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["report", "--json"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let rj: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let total = j["total"].as_u64().unwrap() as f64 / 1e9;
+    let lost = rj["time_lost"]["total_seconds"].as_f64().unwrap();
+    assert!((total - lost).abs() < 1e-6, "{total} against {lost}");
+    assert!(j.to_string().contains("wait_for_lock"));
+    let svg = dir.join("w.svg");
+    let e = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args([
+            "export",
+            "--format",
+            "flamegraph",
+            "--metric",
+            "waited",
+            "-o",
+        ])
+        .arg(&svg)
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(e.status.success());
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("wait_for_lock"));
+}

@@ -8,6 +8,7 @@ const EMBEDDED = window.HEAPLEDGER_DATA || null;
 const METRICS = [
   ["bytes", "bytes allocated"], ["count", "allocations"], ["peak", "bytes at peak"],
   ["leaked", "bytes leaked"], ["temporary", "temporary allocations"], ["lifetime", "block lifetimes (ns)"],
+  ["waited", "time lost waiting (ns)"],
 ];
 const COLLAPSE = [["none", "not collapsed"], ["direct", "direct"], ["conservative", "conservative"], ["full", "full"]];
 
