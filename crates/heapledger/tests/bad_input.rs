@@ -824,6 +824,13 @@ fn every_command_refuses_bad_profiles_in_one_line() {
             vec![o("check"), b.clone(), o("--max-peak"), o("1")],
             vec![o("diff"), b.clone(), g.clone()],
             vec![o("diff"), g.clone(), b.clone()],
+            vec![o("waits"), b.clone()],
+            vec![o("report"), b.clone(), o("--snapshot"), o("x")],
+            vec![o("report"), {
+                let mut l = b.clone();
+                l.push(":label");
+                l
+            }],
             vec![o("view"), b.clone(), o("--no-browser")],
             vec![o("view"), g.clone(), b.clone(), o("--no-browser")],
             vec![
