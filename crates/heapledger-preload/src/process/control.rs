@@ -112,6 +112,20 @@ pub fn stats() -> Option<Stats> {
     })
 }
 
+/// Waits 10 ms (for a checkpoint being written to end).
+fn pause_10ms() {
+    // SAFETY: a valid timespec.
+    unsafe {
+        libc::nanosleep(
+            &libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 10_000_000,
+            },
+            core::ptr::null_mut(),
+        )
+    };
+}
+
 /// Resets so far, and the clock ticks of the last.
 static RESETS: AtomicU64 = AtomicU64::new(0);
 static RESET_TICKS: AtomicU64 = AtomicU64::new(0);
@@ -147,16 +161,7 @@ pub fn reset() -> bool {
             drop(ckpt);
             return done;
         }
-        // SAFETY: a valid timespec.
-        unsafe {
-            libc::nanosleep(
-                &libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 10_000_000,
-                },
-                core::ptr::null_mut(),
-            )
-        };
+        pause_10ms();
     }
     false
 }
@@ -292,16 +297,7 @@ pub fn snapshot(label: &[u8]) -> Option<u64> {
         if let Some(seq) = dump::write_snapshot(1_000_000_000, &clean) {
             return Some(seq);
         }
-        // SAFETY: a valid timespec.
-        unsafe {
-            libc::nanosleep(
-                &libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 10_000_000,
-                },
-                core::ptr::null_mut(),
-            )
-        };
+        pause_10ms();
     }
     None
 }
