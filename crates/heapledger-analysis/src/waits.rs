@@ -24,21 +24,45 @@ fn is_runtime(library: &str) -> bool {
     RUNTIME.iter().any(|r| library.starts_with(r))
 }
 
-/// A stack's site: its first frame outside the runtime (the innermost
-/// where every frame is the runtime's).
+/// A stack's site: its first frame outside the runtime and outside
+/// heapledger.h's own calls (inlined where the program calls
+/// `heapledger_wait_begin`), inline frames included; the innermost frame
+/// where every one is theirs.
 pub fn site_of_wait(profile: &Profile, stack: &[Addr]) -> Option<Site> {
-    let sites: Vec<Site> = stack.iter().map(|&a| site_of(profile, a)).collect();
-    let first = sites.first().cloned();
-    sites
-        .into_iter()
-        .find(|s| !is_runtime(&s.library))
-        .or(first)
+    let first = stack.first().map(|&a| site_of(profile, a));
+    for &addr in stack {
+        let Some(inner) = profile.resolve_addr(addr) else {
+            let s = site_of(profile, addr);
+            if !is_runtime(&s.library) {
+                return Some(s);
+            }
+            continue;
+        };
+        if is_runtime(inner.binary_name()) {
+            continue;
+        }
+        let chain = std::iter::once(inner).chain(profile.inline_chain(addr));
+        for f in chain {
+            if f.function.starts_with("heapledger_") || f.file.ends_with("heapledger.h") {
+                continue;
+            }
+            if f.function == heapledger_profile::UNKNOWN {
+                return Some(site_of(profile, addr));
+            }
+            return Some(Site {
+                function: f.function.to_owned(),
+                location: f.location(),
+                library: f.binary_name().to_owned(),
+            });
+        }
+    }
+    first
 }
 
 /// One entry, as reports show it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaitReport {
-    pub kind: &'static str,
+    pub kind: String,
     /// The thread's number (None: the row of threads that ended first).
     pub thread: Option<u64>,
     pub count: u64,
@@ -64,7 +88,7 @@ impl Waits {
         let mut entries: Vec<WaitReport> = list
             .iter()
             .map(|t| WaitReport {
-                kind: t.kind.name(),
+                kind: t.kind_name().to_owned(),
                 thread: t.thread,
                 count: t.count,
                 total_seconds: t.total_ns as f64 / 1e9,

@@ -187,6 +187,47 @@ pub fn snapshot(label: &str) -> Option<u32> {
     )
 }
 
+/// Records `ns` nanoseconds lost, of the kind named `kind`, at the
+/// caller's stack (docs/time-lost.md); false without heapledger.
+pub fn time_lost(kind: &str, ns: u64) -> bool {
+    let Ok(kind) = CString::new(kind.replace('\0', "_")) else {
+        return false;
+    };
+    call!(
+        c"heapledger_time_lost",
+        unsafe extern "C" fn(*const c_char, u64) -> c_int,
+        // SAFETY: a NUL-terminated name.
+        |f| unsafe { f(kind.as_ptr(), ns) } == 0,
+        false
+    )
+}
+
+/// A wait of the kind named `kind` begins here (one open on this thread
+/// ends first); false without heapledger.
+pub fn wait_begin(kind: &str) -> bool {
+    let Ok(kind) = CString::new(kind.replace('\0', "_")) else {
+        return false;
+    };
+    call!(
+        c"heapledger_wait_begin",
+        unsafe extern "C" fn(*const c_char) -> c_int,
+        // SAFETY: a NUL-terminated name.
+        |f| unsafe { f(kind.as_ptr()) } == 0,
+        false
+    )
+}
+
+/// The thread's open wait ends; false without heapledger, or where none
+/// was open.
+pub fn wait_end() -> bool {
+    call!(
+        c"heapledger_wait_end",
+        extern "C" fn() -> c_int,
+        |f| f() == 0,
+        false
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +241,7 @@ mod tests {
         assert!(leak_report().contains("not running under heapledger"));
         assert!(!reset_stats());
         assert!(!disable() && !enable());
+        assert!(!time_lost("x", 1) && !wait_begin("x") && !wait_end());
         assert_eq!(snapshot("x"), None);
     }
 }

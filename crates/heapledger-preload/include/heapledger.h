@@ -148,6 +148,30 @@ static inline int heapledger_snapshot(const char *label) {
     return f ? f(label) : -1;
 }
 
+/* Time lost that the program records itself (docs/time-lost.md), beside
+ * the lock waits heapledger records: charged to the caller's stack, of a
+ * kind the program names ("io", "retry"...), in the thread's log of time
+ * lost (each thread keeps its longest entries, regrouped by kind and
+ * stack). heapledger_time_lost records `ns` at once; heapledger_wait_begin
+ * and heapledger_wait_end time a wait, charged to the stack where it
+ * began (a wait begun while another is open on the thread ends that one
+ * first). 0, or -1 without heapledger (and for an end with no wait open). */
+static inline int heapledger_time_lost(const char *kind, uint64_t ns) {
+    int (*f)(const char *, uint64_t) =
+        (int (*)(const char *, uint64_t))heapledger__fn("heapledger_time_lost");
+    return f ? f(kind, ns) : -1;
+}
+
+static inline int heapledger_wait_begin(const char *kind) {
+    int (*f)(const char *) = (int (*)(const char *))heapledger__fn("heapledger_wait_begin");
+    return f ? f(kind) : -1;
+}
+
+static inline int heapledger_wait_end(void) {
+    int (*f)(void) = (int (*)(void))heapledger__fn("heapledger_wait_end");
+    return f ? f() : -1;
+}
+
 #ifdef __cplusplus
 }
 #endif

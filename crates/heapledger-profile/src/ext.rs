@@ -167,6 +167,9 @@ pub enum WaitKind {
     Join,
     /// sem_wait.
     Semaphore,
+    /// A kind the program named (`heapledger_time_lost`,
+    /// `heapledger_wait_begin`): see [`TimeLost::label`].
+    User,
     /// A kind this reader does not know.
     Other,
 }
@@ -181,6 +184,7 @@ impl WaitKind {
             3 => WaitKind::Condition,
             4 => WaitKind::Join,
             5 => WaitKind::Semaphore,
+            16..=255 => WaitKind::User,
             _ => WaitKind::Other,
         }
     }
@@ -194,6 +198,7 @@ impl WaitKind {
             WaitKind::Condition => "condition",
             WaitKind::Join => "join",
             WaitKind::Semaphore => "semaphore",
+            WaitKind::User => "user",
             WaitKind::Other => "other",
         }
     }
@@ -208,6 +213,9 @@ pub struct TimeLost {
     pub thread: Option<u64>,
     /// What it waited for.
     pub kind: WaitKind,
+    /// The name the program gave a user kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// Waits.
     pub count: u64,
     /// Their total, in nanoseconds.
@@ -220,6 +228,13 @@ pub struct TimeLost {
     /// after waiting for it), innermost first; empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holder: Vec<Addr>,
+}
+
+impl TimeLost {
+    /// Its kind in words: the program's name for a user kind.
+    pub fn kind_name(&self) -> &str {
+        self.label.as_deref().unwrap_or(self.kind.name())
+    }
 }
 
 /// See [`HeapledgerExt::reset`].

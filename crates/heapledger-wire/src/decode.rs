@@ -80,6 +80,8 @@ pub struct Dump {
     pub reset: Option<Reset>,
     /// The threads' logs of time lost waiting ([`Tag::Wait`]).
     pub waits: Vec<Wait>,
+    /// The kinds of wait the program named: code, name ([`Tag::WaitKind`]).
+    pub wait_kinds: Vec<(u64, String)>,
     /// How the process ended, when the recorder saw it ([`Tag::Exit`]).
     pub ending: Option<Ending>,
     /// The object that defines the `malloc` the recorder called ("": not
@@ -417,6 +419,15 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     .map(|s| String::from_utf8_lossy(s).into_owned())
                     .collect();
                 d.unhooked_by = r.string()?;
+            }
+            Tag::WaitKind => {
+                if d.wait_kinds.len() >= 256 {
+                    return Err(DecodeError::BadRecord {
+                        tag: Tag::WaitKind as u8,
+                        offset: r.pos,
+                    });
+                }
+                d.wait_kinds.push((r.u()?, r.string()?));
             }
             Tag::Wait => {
                 let mut w = Wait {

@@ -267,6 +267,10 @@ pub enum Tag {
     /// count, total and longest ns, then the waiter's frames and the
     /// holder's (each a count, then return addresses, leaf first)
     Wait = 26,
+    /// a kind of wait the program named (`heapledger_time_lost`,
+    /// `heapledger_wait_begin`): its code in [`Tag::Wait`] records, then
+    /// its name (bytes)
+    WaitKind = 27,
     /// end of dump
     End = 0xff,
 }
@@ -300,6 +304,7 @@ impl Tag {
             24 => Tag::Snapshot,
             25 => Tag::Reset,
             26 => Tag::Wait,
+            27 => Tag::WaitKind,
             0xff => Tag::End,
             _ => return None,
         })

@@ -596,6 +596,11 @@ fn time_lost(d: &Dump, is_own: &dyn Fn(u64) -> bool) -> Vec<mp::TimeLost> {
         .map(|w| mp::TimeLost {
             thread: (w.thread != u64::MAX).then_some(w.thread),
             kind: mp::WaitKind::from_code(w.kind),
+            label: d
+                .wait_kinds
+                .iter()
+                .find(|(code, _)| *code == w.kind)
+                .map(|(_, name)| name.clone()),
             count: w.count,
             total_ns: w.total_ns,
             max_ns: w.max_ns,

@@ -57,7 +57,7 @@ pub fn report(p: &Profile, frames: usize, json: bool) -> String {
             i + 1,
             seconds(t.total_ns as f64 / 1e9),
             t.count,
-            t.kind.name(),
+            t.kind_name(),
             if t.count == 1 { "" } else { "s" },
             seconds(t.max_ns as f64 / 1e9),
         );

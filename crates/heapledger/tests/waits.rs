@@ -236,3 +236,96 @@ fn the_call_tree_and_flame_graph_weigh_time_lost() {
         .unwrap()
         .contains("wait_for_lock"));
 }
+
+#[test]
+fn time_lost_the_program_records_itself() {
+    let dir = Scratch::new("waits-user");
+    let exe = dir.join("userwaits");
+    let inc = format!(
+        "-I{}",
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../heapledger-preload/include")
+            .display()
+    );
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.push(&inc);
+    compile("cc", &["userwaits.c"], &flags, &exe);
+    let src = "userwaits.c";
+    let (p, out) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    assert_eq!(out, "-1\n");
+    // Each entry at the line that began it (heapledger.h's calls, inlined
+    // there, are looked past), of the kind it named.
+    let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["report", "--json"])
+        .arg(dir.join("p.sqlite"))
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let entries = j["time_lost"]["entries"].as_array().unwrap().clone();
+    let find = |function: &str, site: &str| -> serde_json::Value {
+        let at = format!(":{}", site_line(src, site));
+        entries
+            .iter()
+            .find(|e| {
+                e["site"]["function"] == function
+                    && e["site"]["location"].as_str().unwrap().ends_with(&at)
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("no entry at {function}{at}: {entries:?}"))
+    };
+    let io = find("read_input", "io");
+    assert_eq!(
+        (io["kind"].as_str(), io["count"].as_u64()),
+        (Some("io"), Some(1))
+    );
+    assert!(
+        (0.045..0.2).contains(&io["total_seconds"].as_f64().unwrap()),
+        "{io}"
+    );
+    // Wait pairing: the second begin ended the first.
+    let first = find("retry_twice", "first");
+    let second = find("retry_twice", "second");
+    assert_eq!(first["kind"], "retry");
+    assert!(
+        (0.018..0.15).contains(&first["total_seconds"].as_f64().unwrap()),
+        "{first}"
+    );
+    assert!(
+        (0.028..0.15).contains(&second["total_seconds"].as_f64().unwrap()),
+        "{second}"
+    );
+    let user = p
+        .heapledger
+        .as_ref()
+        .unwrap()
+        .time_lost
+        .iter()
+        .filter(|t| t.kind == WaitKind::User)
+        .count();
+    assert_eq!(user, 3);
+
+    // timelog.md's storm, end to end, with one entry a thread: 1 000 × 1 ms
+    // at one stack beat one 500 ms at another.
+    let store = dir.join("storm.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--waits-top", "1", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .arg("storm")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["report", "--json"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let entries = j["time_lost"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0]["kind"], "gc");
+    assert_eq!(entries[0]["count"], 1000);
+    assert_eq!(entries[0]["total_seconds"], 1.0);
+    assert_eq!(entries[0]["site"]["function"], "small_pauses");
+}

@@ -32,7 +32,8 @@ pub enum Kind {
 /// An entry's key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Key {
-    pub kind: Kind,
+    /// A `Kind` (its code), or a user kind (`USER_KIND` and up).
+    pub kind: u8,
     /// The waiter's stack.
     pub stack: u32,
     /// The holder's stack (`NONE`: not known).
@@ -41,6 +42,40 @@ pub struct Key {
 
 /// No stack known.
 pub const NONE: u32 = u32::MAX;
+
+/// Codes of the kinds the program names (`heapledger_time_lost`,
+/// `heapledger_wait_begin`): this and up, one per name, `MAX_USER_KINDS`
+/// names at most (further names share the last code).
+pub const USER_KIND: u8 = 16;
+pub const MAX_USER_KINDS: usize = 64;
+
+/// The names of the user kinds, by code less `USER_KIND`.
+pub static USER_KINDS: crate::base::sync::SpinLock<alloc::vec::Vec<alloc::string::String>> =
+    crate::base::sync::SpinLock::new(alloc::vec::Vec::new());
+
+/// The code of the user kind `name` (printable ASCII kept, 64 bytes at
+/// most), given one on first use.
+pub fn user_kind(name: &[u8]) -> u8 {
+    let mut clean = alloc::string::String::new();
+    for &c in name.iter().take(64) {
+        clean.push(if c.is_ascii_graphic() || c == b' ' {
+            c as char
+        } else {
+            '_'
+        });
+    }
+    if clean.is_empty() {
+        clean.push_str("user");
+    }
+    let mut kinds = USER_KINDS.lock();
+    if let Some(i) = kinds.iter().position(|k| *k == clean) {
+        return USER_KIND + i as u8;
+    }
+    if kinds.len() < MAX_USER_KINDS {
+        kinds.push(clean);
+    }
+    USER_KIND + (kinds.len() - 1) as u8
+}
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Entry {
@@ -223,7 +258,7 @@ mod tests {
 
     fn k(stack: u32) -> Key {
         Key {
-            kind: Kind::Mutex,
+            kind: Kind::Mutex as u8,
             stack,
             other: NONE,
         }
@@ -301,6 +336,15 @@ mod tests {
             .map(|e| (e.key.stack, e.total_ns / MS))
             .collect();
         assert_eq!(e, [(2, 6), (1, 3)]);
+    }
+
+    #[test]
+    fn user_kinds_are_numbered_by_name() {
+        let a = user_kind(b"io wait");
+        let b = user_kind(b"retry");
+        assert_eq!(user_kind(b"io wait"), a);
+        assert_ne!(a, b);
+        assert!(a >= USER_KIND && b >= USER_KIND);
     }
 
     #[test]

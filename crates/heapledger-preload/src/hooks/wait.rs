@@ -19,7 +19,7 @@ use crate::base::clock::now_ns;
 use crate::base::{config, phase, real};
 use crate::data::timelog::{self, Key, Kind, TimeLog, NONE};
 use crate::thread::tls;
-use core::ffi::{c_int, c_void};
+use core::ffi::{c_char, c_int, c_void};
 
 /// Whether waits are recorded on this thread now. (The recorder's own
 /// calls into the C library are made inside the recorder, `in_hook`.)
@@ -51,6 +51,16 @@ fn taken(lock: *mut c_void, fp: u64) {
     }
 }
 
+/// Adds a wait of `dt` ns of kind `kind` (a code) at `stack` to the
+/// thread's log.
+fn log(st: &mut crate::thread::state::ThreadState, kind: u8, stack: u32, other: u32, dt: u64) {
+    st.waits
+        .get_or_insert_with(|| {
+            alloc::boxed::Box::new(TimeLog::new(config::get().waits_top as usize))
+        })
+        .record(Key { kind, stack, other }, dt);
+}
+
 /// Runs `block` (the real call, which blocks), timed, and charges the wait
 /// to the caller's stack; `lock` is the lock taken by the end of it (its
 /// holder is then this thread), or null.
@@ -74,18 +84,7 @@ fn waited(kind: Kind, lock: *mut c_void, fp: u64, block: impl FnOnce() -> c_int)
         if let Some(slot) = slot {
             timelog::set_holder(slot, id);
         }
-        st.waits
-            .get_or_insert_with(|| {
-                alloc::boxed::Box::new(TimeLog::new(config::get().waits_top as usize))
-            })
-            .record(
-                Key {
-                    kind,
-                    stack: id,
-                    other,
-                },
-                dt,
-            );
+        log(st, kind as u8, id, other, dt);
     });
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
@@ -207,18 +206,7 @@ extern "C" fn wait_end(t0: u64, fp: u64, kind: u64) {
         _ => Kind::Cond,
     };
     with_stack(fp, |st, id| {
-        st.waits
-            .get_or_insert_with(|| {
-                alloc::boxed::Box::new(TimeLog::new(config::get().waits_top as usize))
-            })
-            .record(
-                Key {
-                    kind,
-                    stack: id,
-                    other: NONE,
-                },
-                dt,
-            );
+        log(st, kind as u8, id, NONE, dt);
     });
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
@@ -291,3 +279,69 @@ timed_entry!(pthread_cond_wait, Kind::Cond, cond_wait, (c: *mut c_void, m: *mut 
 timed_entry!(pthread_cond_timedwait, Kind::Cond, cond_timedwait, (c: *mut c_void, m: *mut c_void, at: *const libc::timespec) -> c_int);
 timed_entry!(pthread_join, Kind::Join, join, (th: libc::pthread_t, ret: *mut *mut c_void) -> c_int);
 timed_entry!(sem_wait, Kind::Sem, sem_wait, (s: *mut c_void) -> c_int);
+
+// ---- Time lost the program records itself (heapledger.h) ----
+
+fn kind_of(name: *const c_char) -> u8 {
+    let bytes = if name.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: the caller's NUL-terminated string.
+        unsafe { core::ffi::CStr::from_ptr(name) }.to_bytes()
+    };
+    timelog::user_kind(bytes)
+}
+
+/// Closes this thread's open wait, if any, at `now`.
+fn close_open(st: &mut crate::thread::state::ThreadState, now: u64) {
+    if let Some((kind, t0, stack)) = st.open_wait.take() {
+        log(st, kind, stack, NONE, now.saturating_sub(t0));
+    }
+}
+
+/// `heapledger_time_lost(kind, ns)`: `ns` lost, of the kind named `kind`,
+/// at the caller's stack.
+unsafe extern "C" fn time_lost_impl(kind: *const c_char, ns: u64, fp: u64) -> c_int {
+    if !watching() {
+        return -1;
+    }
+    let k = kind_of(kind);
+    with_stack(fp, |st, id| log(st, k, id, NONE, ns));
+    0
+}
+trampoline!(heapledger_time_lost, time_lost_impl, "rdx", (kind: *const c_char, ns: u64) -> c_int);
+
+/// `heapledger_wait_begin(kind)`: a wait of the kind named `kind` begins
+/// at the caller's stack; one already open on this thread ends first.
+unsafe extern "C" fn wait_begin_impl(kind: *const c_char, fp: u64) -> c_int {
+    if !watching() {
+        return -1;
+    }
+    let k = kind_of(kind);
+    with_stack(fp, |st, id| {
+        let now = now_ns();
+        close_open(st, now);
+        st.open_wait = Some((k, now, id));
+    });
+    0
+}
+trampoline!(heapledger_wait_begin, wait_begin_impl, "rsi", (kind: *const c_char) -> c_int);
+
+/// `heapledger_wait_end()`: the thread's open wait ends, charged to the
+/// stack where it began; -1 where none was open.
+///
+/// # Safety
+/// Called as heapledger.h declares it.
+#[no_mangle]
+pub unsafe extern "C" fn heapledger_wait_end() -> c_int {
+    if !watching() {
+        return -1;
+    }
+    let t = tls::tls();
+    let mut h = entered(t, true);
+    let st = h.st();
+    let r = if st.open_wait.is_some() { 0 } else { -1 };
+    close_open(st, now_ns());
+    h.keep_errno();
+    r
+}

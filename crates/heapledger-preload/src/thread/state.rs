@@ -69,6 +69,9 @@ pub struct ThreadState {
     pub unknown_frees: u64,
     /// The waits this thread made (`data::timelog`), from its first.
     pub waits: Option<Box<crate::data::timelog::TimeLog>>,
+    /// A wait the program began (`heapledger_wait_begin`) and has not
+    /// ended: its kind's code, start (ns) and stack.
+    pub open_wait: Option<(u8, u64, u32)>,
     pub truncated: u64,
     pub dead: bool,
     /// The thread's TLS block while it runs (null for the retired and
@@ -251,6 +254,7 @@ impl ThreadState {
         self.unknown_frees = 0;
         self.truncated = 0;
         self.waits = None;
+        self.open_wait = None;
     }
 }
 
@@ -311,6 +315,7 @@ impl ThreadState {
             }),
             unknown_frees: 0,
             waits: None,
+            open_wait: None,
             truncated: 0,
             dead: false,
             tls: core::ptr::null(),

@@ -264,6 +264,13 @@ fn rest(
         ..
     } = g;
     threads.sort_by_key(|t| t.0);
+    if let Some(kinds) = crate::data::timelog::USER_KINDS.try_lock_for(1000) {
+        for (i, name) in kinds.iter().enumerate() {
+            e.tag(Tag::WaitKind);
+            e.u(crate::data::timelog::USER_KIND as u64 + i as u64);
+            e.bytes(name.as_bytes());
+        }
+    }
     for (thread, w) in &g_waits {
         let frames = |id: u32| -> &[u64] {
             if id == crate::data::timelog::NONE || id >= stacks::count() {
