@@ -457,8 +457,13 @@ fn the_html_export_is_the_viewer_in_one_file() {
     let text = std::fs::read_to_string(&html).unwrap();
     // Self-contained: no script or style from anywhere else.
     assert!(!text.contains("src=\"http") && !text.contains("href=\"http"));
-    let seen = look(&format!("file://{}", html.display()), "");
+    let seen = look(&format!("file://{}", html.display()), "leaks.c");
     check_pages(&seen, &store);
+    // The source file is in the page too.
+    assert!(
+        seen["sourceTarget"].is_array(),
+        "the sources page was not reached: {seen:#}"
+    );
 }
 
 fn hostname() -> String {

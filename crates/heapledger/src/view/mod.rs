@@ -402,6 +402,23 @@ pub fn served_page() -> String {
 /// embedded, each bounded as the pages are
 /// (flame graph frames narrower than drawn and tree nodes under 0.1%
 /// left out).
+/// What the HTML file holds at most of source files (bytes of their JSON).
+const EMBEDDED_SOURCES: usize = 4 << 20;
+
+/// `s` as JavaScript's `encodeURIComponent` writes it (the page looks its
+/// embedded sources up by that key).
+fn uri_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 pub fn page_with_data(o: &Opened) -> Result<String> {
     let mut cache = None;
     let mut data = serde_json::Map::new();
@@ -417,6 +434,25 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     );
     let (_, leaks) = answer(o, &mut cache, "leaks", "")?;
     data.insert("leaks".into(), String::from_utf8(leaks)?.into());
+    // The sources: the list, and the files that weigh most, as many as
+    // fit in EMBEDDED_SOURCES bytes (the page is meant to travel).
+    let files = sources::files(o)?;
+    let mut room = EMBEDDED_SOURCES;
+    for f in files.as_array().into_iter().flatten() {
+        let (Some(file), true) = (f["file"].as_str(), f["readable"] == true) else {
+            continue;
+        };
+        let Ok(one) = sources::source(o, file) else {
+            continue;
+        };
+        let size = serde_json::to_string(&one)?.len();
+        if size > room {
+            continue;
+        }
+        room -= size;
+        data.insert(format!("source?file={}", uri_component(file)), one);
+    }
+    data.insert("sources".into(), files);
     for (metric, inverted) in [("bytes", 0), ("count", 0), ("peak", 0), ("bytes", 1)] {
         let q = format!("metric={metric}&inverted={inverted}&collapse=none");
         if let Ok((_, svg)) = answer(o, &mut cache, "flame", &q) {

@@ -36,9 +36,9 @@ try {
   seen.sites = await page.$$eval("#sites tr", (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
 
   // Sources, from the first top site whose "where" names
-  // $HEAPLEDGER_SOURCE (served pages only).
+  // $HEAPLEDGER_SOURCE (served, or embedded in the HTML file).
   const hint = process.env.HEAPLEDGER_SOURCE;
-  if (hint && !url.startsWith("file:")) {
+  if (hint) {
     await page.locator("#sites a", { hasText: hint }).first().click();
     await page.waitForSelector("#source-text tr.target", { timeout: 20000 });
     seen.sourceName = await page.textContent("#source-name");
