@@ -23,6 +23,9 @@ const COMMAND_AT: usize = 64;
 const COMMAND_MAX: usize = 256;
 const REPLY_AT: usize = 512;
 
+/// How long a process that records is given to make its page.
+const PAGE_WAIT: Duration = Duration::from_secs(2);
+
 /// How long an answer may take (a snapshot of a large program is written
 /// while the program waits at most a few seconds).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -60,16 +63,24 @@ pub fn ctl(pid: u32, command: &str) -> Result<u8> {
     checked(command)?;
     let dir = run_dir(pid)?;
     let path = dir.join(format!("{pid}.ctl"));
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("process {pid} takes no commands (it does not record, or has not started yet)")
+    // A process makes its page once it has run 100 ms (the recorder's
+    // `control::PAGE_AFTER_NS`): a younger one is waited for a little.
+    let start = Instant::now();
+    let file = loop {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        {
+            Ok(f) => break f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if start.elapsed() > PAGE_WAIT {
+                    bail!("process {pid} takes no commands (it does not record, or its C library leaves the recorder no thread)");
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => bail!("cannot open {}: {e}", path.display()),
         }
-        Err(e) => bail!("cannot open {}: {e}", path.display()),
     };
     let fd = file.as_raw_fd();
     // SAFETY: a descriptor of ours; the lock goes with it.

@@ -142,7 +142,6 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
     let every_ns = ms.saturating_mul(1_000_000);
     let mut last = None;
     let mut next_ckpt = now_ns().saturating_add(every_ns);
-    control::open_page();
     loop {
         let mut wake = timeline::next_end();
         if ms != 0 {
@@ -151,6 +150,15 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
         let now = now_ns();
         if control::has_page() {
             wake = wake.min(now.saturating_add(CTL_EVERY_NS));
+        } else {
+            let born = phase::START_NS.load(core::sync::atomic::Ordering::Relaxed);
+            let due = born.saturating_add(control::PAGE_AFTER_NS);
+            if now >= due {
+                control::open_page();
+                wake = wake.min(now.saturating_add(CTL_EVERY_NS));
+            } else {
+                wake = wake.min(due);
+            }
         }
         wake = wake.min(control::auto_wake(now));
         let at = libc::timespec {

@@ -423,8 +423,24 @@ fn word(p: *mut u8, i: usize) -> &'static AtomicU64 {
     unsafe { &*(p.add(8 * i) as *const AtomicU64) }
 }
 
-/// Makes this process's page (the recorder's thread, at its start; in a
-/// forked child, its own, the parent's let go).
+/// How long a process runs before it makes its page: the many processes
+/// that live a few milliseconds (a shell's children, a child forked to
+/// `exec`) never make one, nor pay its file's creation.
+pub const PAGE_AFTER_NS: u64 = 100_000_000;
+
+/// In a forked child (one thread, at the fork): the parent's page is the
+/// parent's; the child makes its own once it has lived `PAGE_AFTER_NS`.
+pub fn forked() {
+    let old = PAGE_AT.swap(core::ptr::null_mut(), Ordering::AcqRel);
+    if !old.is_null() {
+        // SAFETY: the parent's mapping, inherited; nothing of the child's
+        // uses it.
+        unsafe { libc::munmap(old as *mut _, PAGE) };
+    }
+}
+
+/// Makes this process's page (the recorder's thread, once the process has
+/// lived `PAGE_AFTER_NS`).
 pub fn open_page() {
     let old = PAGE_AT.swap(core::ptr::null_mut(), Ordering::AcqRel);
     if !old.is_null() {

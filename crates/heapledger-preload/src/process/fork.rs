@@ -93,6 +93,7 @@ unsafe extern "C" fn child() {
     // SAFETY: see release.
     unsafe { release() };
     dump::forked();
+    crate::process::control::forked();
     life::forked();
     // SAFETY: no preconditions.
     let pid = unsafe { libc::getpid() };
