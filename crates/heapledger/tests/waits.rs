@@ -41,7 +41,7 @@ fn a_mutex_held_five_times_200_ms() {
     let lost = secs(&waits);
     assert_eq!(count, 5, "{waits:?}");
     assert!(waits.iter().all(|t| t.kind == WaitKind::Mutex));
-    assert!((0.85..1.3).contains(&lost), "lost {lost} s");
+    assert!((0.85..2.0).contains(&lost), "lost {lost} s");
     // The holder's stack, from the second wait on (the first taught the
     // recorder that this lock is waited for).
     let with_holder: u64 = waits
@@ -111,13 +111,13 @@ fn std_mutex_and_condition_variable() {
         .filter(|t| t.kind == WaitKind::Mutex)
         .collect();
     assert_eq!(locks.iter().map(|t| t.count).sum::<u64>(), 3, "{locks:?}");
-    assert!((0.25..0.45).contains(&secs(&locks)), "{}", secs(&locks));
+    assert!((0.25..0.9).contains(&secs(&locks)), "{}", secs(&locks));
     let conds: Vec<&TimeLost> = at(&p, "main", Some(site_line(src, "cv")))
         .into_iter()
         .filter(|t| t.kind == WaitKind::Condition)
         .collect();
     assert!(conds.iter().map(|t| t.count).sum::<u64>() >= 3, "{conds:?}");
-    assert!((0.25..0.5).contains(&secs(&conds)), "{}", secs(&conds));
+    assert!((0.25..0.9).contains(&secs(&conds)), "{}", secs(&conds));
     let joins: Vec<&TimeLost> = at(&p, "main", None)
         .into_iter()
         .filter(|t| t.kind == WaitKind::Join)
@@ -279,7 +279,7 @@ fn time_lost_the_program_records_itself() {
         (Some("io"), Some(1))
     );
     assert!(
-        (0.045..0.2).contains(&io["total_seconds"].as_f64().unwrap()),
+        (0.045..0.5).contains(&io["total_seconds"].as_f64().unwrap()),
         "{io}"
     );
     // Wait pairing: the second begin ended the first.
@@ -287,11 +287,11 @@ fn time_lost_the_program_records_itself() {
     let second = find("retry_twice", "second");
     assert_eq!(first["kind"], "retry");
     assert!(
-        (0.018..0.15).contains(&first["total_seconds"].as_f64().unwrap()),
+        (0.018..0.5).contains(&first["total_seconds"].as_f64().unwrap()),
         "{first}"
     );
     assert!(
-        (0.028..0.15).contains(&second["total_seconds"].as_f64().unwrap()),
+        (0.028..0.5).contains(&second["total_seconds"].as_f64().unwrap()),
         "{second}"
     );
     let user = p
