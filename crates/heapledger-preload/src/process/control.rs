@@ -281,17 +281,7 @@ pub fn snapshot(label: &[u8]) -> Option<u64> {
     if !recording() {
         return None;
     }
-    let mut clean = String::new();
-    for &c in label.iter().take(100) {
-        clean.push(if c.is_ascii_graphic() || c == b' ' {
-            c as char
-        } else {
-            '_'
-        });
-    }
-    if clean.is_empty() {
-        clean.push_str("snapshot");
-    }
+    let clean = crate::base::printable(label, 100, "snapshot");
     // Waits for a checkpoint being written (at most a few seconds).
     for _ in 0..200 {
         if let Some(seq) = dump::write_snapshot(1_000_000_000, &clean) {
