@@ -139,23 +139,45 @@ fn go_tool_pprof_reads_the_exact_totals_sites_and_build_ids() {
     );
 }
 
-/// `go tool pprof -top` with every node: each function's flat count.
-fn top_counts(file: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+/// Runs `go tool pprof ARGS FILE` (values in plain units) and returns
+/// its output.
+fn pprof_text(file: &std::path::Path, args: &[&str]) -> String {
     let o = Command::new("go")
-        .args([
-            "tool",
-            "pprof",
-            "-top",
-            "-nodecount=1000000",
-            "-nodefraction=0",
-            "-edgefraction=0",
-            "-sample_index=alloc_objects",
-        ])
+        .args(["tool", "pprof", "-unit=B"])
+        .args(args)
         .arg(file)
         .output()
         .expect("go tool pprof");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A value as pprof prints it with `-unit=B` ("4096B", or "4096" for counts).
+fn pprof_value(w: &str) -> u64 {
+    w.trim_end_matches('B').parse().expect("a number")
+}
+
+/// A function's name as pprof lists it, without its inlining mark.
+fn pprof_name(s: &str) -> &str {
+    let s = s.trim();
+    s.strip_suffix(" (inline)")
+        .or_else(|| s.strip_suffix(" (partial-inline)"))
+        .unwrap_or(s)
+}
+
+/// `go tool pprof -top` with every node: each function's flat value of
+/// sample type `index`.
+fn top_values(file: &std::path::Path, index: &str) -> std::collections::BTreeMap<String, u64> {
+    let text = pprof_text(
+        file,
+        &[
+            "-top",
+            "-nodecount=1000000",
+            "-nodefraction=0",
+            "-edgefraction=0",
+            &format!("-sample_index={index}"),
+        ],
+    );
     let mut out = std::collections::BTreeMap::new();
     for line in text
         .lines()
@@ -166,55 +188,102 @@ fn top_counts(file: &std::path::Path) -> std::collections::BTreeMap<String, u64>
         if cols.len() < 6 {
             continue;
         }
-        let flat: u64 = cols[0].parse().expect("a count");
+        let flat = pprof_value(cols[0]);
         // The name: everything after the five numeric columns.
         let mut s = line.trim_start();
         for _ in 0..5 {
             s = s.trim_start();
             s = &s[s.find(char::is_whitespace).unwrap_or(s.len())..];
         }
-        // pprof marks inlined frames in its listing.
-        let s = s.trim();
-        let s = s
-            .strip_suffix(" (inline)")
-            .or_else(|| s.strip_suffix(" (partial-inline)"))
-            .unwrap_or(s);
         if flat > 0 {
-            *out.entry(s.to_owned()).or_default() += flat;
+            *out.entry(pprof_name(s).to_owned()).or_default() += flat;
         }
     }
     out
 }
 
-/// The leaf functions' counts in our own folded export.
-fn folded_leaf_counts(
-    store: &std::path::Path,
-    dir: &Scratch,
-) -> std::collections::BTreeMap<String, u64> {
-    let out = dir.join("count.folded");
+/// `go tool pprof -traces`: each call stack (outermost first, `;` between
+/// functions, as folded stacks write them) with its value of sample type
+/// `index`, summed over the traces that read alike.
+fn trace_values(file: &std::path::Path, index: &str) -> std::collections::BTreeMap<String, u64> {
+    let text = pprof_text(file, &["-traces", &format!("-sample_index={index}")]);
+    let mut out = std::collections::BTreeMap::new();
+    let mut add = |value: u64, frames: &mut Vec<String>| {
+        if value > 0 && !frames.is_empty() {
+            frames.reverse();
+            *out.entry(frames.join(";")).or_default() += value;
+        }
+        frames.clear();
+    };
+    let (mut value, mut frames) = (0u64, Vec::new());
+    for line in text.lines().skip_while(|l| !l.starts_with("-----")) {
+        if line.starts_with("-----") {
+            add(value, &mut frames);
+            continue;
+        }
+        // A trace's first line has its value in the first 11 columns.
+        let (head, name) = line.split_at(line.len().min(11));
+        if !head.trim().is_empty() {
+            value = pprof_value(head.trim());
+        }
+        if !name.trim().is_empty() {
+            // As folded stacks write a name's own `;`.
+            frames.push(pprof_name(name).replace(';', ":"));
+        }
+    }
+    add(value, &mut frames);
+    out
+}
+
+/// Our own folded export of `store` weighed by `metric`: each stack's
+/// weight, and each leaf function's.
+type Folded = (
+    std::collections::BTreeMap<String, u64>,
+    std::collections::BTreeMap<String, u64>,
+);
+
+fn folded(store: &std::path::Path, dir: &Scratch, metric: &str) -> Folded {
+    let out = dir.join(&format!("{metric}.folded"));
     heapledger_ok(&[
         "export".as_ref(),
         store.as_os_str(),
         "--format".as_ref(),
         "folded".as_ref(),
         "--metric".as_ref(),
-        "count".as_ref(),
+        metric.as_ref(),
         "-o".as_ref(),
         out.as_os_str(),
     ]);
-    let mut m = std::collections::BTreeMap::new();
+    let (mut stacks, mut leaves) = Folded::default();
     for l in std::fs::read_to_string(&out).unwrap().lines() {
         let (stack, w) = l.rsplit_once(' ').unwrap();
+        let w: u64 = w.parse().unwrap();
+        *stacks.entry(stack.to_owned()).or_default() += w;
+        // Folded stacks write a name's own `;` as `:`.
         let leaf = stack.rsplit(';').next().unwrap().replace(':', ";");
-        *m.entry(leaf).or_default() += w.parse::<u64>().unwrap();
+        *leaves.entry(leaf).or_default() += w;
     }
-    m
+    (stacks, leaves)
 }
 
-/// C++ and python3 (and a sampled profile): pprof's count per function
-/// equals the profile's, function by function.
+/// `heapledger report --json STORE`.
+fn report_json(store: &std::path::Path) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["report", "--json"])
+        .arg(store)
+        .output()
+        .expect("cannot run heapledger");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("report --json")
+}
+
+/// C++ and python3 (and a sampled profile), read by `go tool pprof -top`
+/// and `-traces`: for each of Go's four sample types, the values per
+/// function and per call stack equal ours (folded exports, `report`); a
+/// sampled profile carries estimated totals with its period, as Go's heap
+/// profiles do.
 #[test]
-fn go_tool_pprof_counts_per_function_equal_ours_for_cxx_python_and_sampled() {
+fn go_tool_pprof_values_per_function_and_stack_equal_ours_for_cxx_python_and_sampled() {
     support::require_tool("go", "golang-go");
     let dir = Scratch::new("pprof-functions");
     let cxx = dir.join("cxx");
@@ -234,6 +303,7 @@ fn go_tool_pprof_counts_per_function_equal_ours_for_cxx_python_and_sampled() {
             &["--sample-every", "4K"],
         ),
     ];
+    let mut python_bytes = 0;
     for (name, cmd, opts) in runs {
         let store = dir.join(&format!("{name}.sqlite"));
         let mut args: Vec<std::ffi::OsString> = vec!["run".into(), "-q".into()];
@@ -243,13 +313,40 @@ fn go_tool_pprof_counts_per_function_equal_ours_for_cxx_python_and_sampled() {
         heapledger_ok(&args);
         let pb = dir.join(&format!("{name}.pb.gz"));
         export_pprof(&store, &pb);
-        let theirs = top_counts(&pb);
-        let ours = folded_leaf_counts(&store, &dir);
-        assert!(ours.len() > 1, "{name}: {ours:?}");
+        // Allocations and bytes: every function and every stack.
+        for (index, metric) in [("alloc_objects", "count"), ("alloc_space", "bytes")] {
+            let (stacks, leaves) = folded(&store, &dir, metric);
+            assert!(leaves.len() > 1, "{name}: {leaves:?}");
+            assert_eq!(
+                top_values(&pb, index),
+                leaves,
+                "{name}: pprof's {index} per function differs from our {metric}"
+            );
+            assert_eq!(
+                trace_values(&pb, index),
+                stacks,
+                "{name}: pprof's {index} per stack differs from our {metric}"
+            );
+        }
+        // In use at exit: the totals of report's blocks alive at exit (the
+        // runtime's own included, which our `leaked` weight leaves out), and
+        // no function with less than our leaked bytes.
+        let report = report_json(&store);
+        let alive = &report["alive_at_exit"];
+        let total = |index: &str| top_values(&pb, index).values().sum::<u64>();
         assert_eq!(
-            theirs, ours,
-            "{name}: pprof's counts per function differ from ours"
+            (total("inuse_objects"), total("inuse_space")),
+            (
+                alive["count"].as_u64().unwrap(),
+                alive["bytes"].as_u64().unwrap()
+            ),
+            "{name}: {report}"
         );
+        let inuse = top_values(&pb, "inuse_space");
+        for (f, leaked) in folded(&store, &dir, "leaked").1 {
+            let theirs = inuse.get(&f).copied().unwrap_or(0);
+            assert!(theirs >= leaked, "{name}: {f}: {theirs} < {leaked}");
+        }
         let (_, _, text) = raw(&pb);
         let period = if opts.is_empty() {
             "Period: 1\n"
@@ -257,5 +354,18 @@ fn go_tool_pprof_counts_per_function_equal_ours_for_cxx_python_and_sampled() {
             "Period: 4096\n"
         };
         assert!(text.contains(period), "{name}: {text}");
+        // Sampled values are estimates of the whole: near the full run's.
+        let bytes = total("alloc_space");
+        match name {
+            "python" => python_bytes = bytes,
+            "sampled" => {
+                let ratio = bytes as f64 / python_bytes as f64;
+                assert!(
+                    (0.85..1.15).contains(&ratio),
+                    "sampled {bytes} B against {python_bytes} B"
+                );
+            }
+            _ => {}
+        }
     }
 }
