@@ -19,6 +19,19 @@ pub const MAX_STACK_FRAMES: usize = 1 << 16;
 /// hundred times those of a Python run with 16 000 stacks.
 pub const MAX_FRAMES: usize = 1 << 27;
 
+/// What [`Tag::StackUse`] says: a thread's deepest stack in use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackUse {
+    /// Its number (u64::MAX: the ended threads' row).
+    pub thread: u64,
+    /// The bytes of its stack in use.
+    pub bytes: u64,
+    /// The id of that stack in the dump's stacks, if it has counters there.
+    pub stack: u64,
+    /// Its frames (return addresses, leaf first).
+    pub frames: Vec<u64>,
+}
+
 /// What [`Tag::Wait`] says: waits of one kind (0 mutex, 1 rwlock read,
 /// 2 rwlock write, 3 condition variable, 4 join, 5 semaphore) at one
 /// stack, with the holder's stack where known (empty otherwise).
@@ -98,9 +111,8 @@ pub struct Dump {
     /// The scatter's counts ([`Tag::Scatter`]): allocations by (time key,
     /// size cell), freed blocks by (size cell, lifetime cell).
     pub scatter: [Vec<(u64, u64, u64)>; 2],
-    /// Each thread's deepest stack at an allocation ([`Tag::StackUse`]):
-    /// thread number (u64::MAX: the ended threads' row), bytes, stack id.
-    pub stack_use: Vec<(u64, u64, u64)>,
+    /// Each thread's deepest stack ([`Tag::StackUse`]).
+    pub stack_use: Vec<StackUse>,
     /// The blocks alive at the end ([`Tag::LeakBlock`]): stack id, address,
     /// size; and how many more there were ([`Tag::LeakBlocksOmitted`]).
     pub leak_blocks: Vec<(u64, u64, u64)>,
@@ -215,6 +227,18 @@ impl<'a> Reader<'a> {
             tag: 0,
             offset: self.pos,
         })
+    }
+    /// A count, then that many frames (at most [`MAX_STACK_FRAMES`]), of a
+    /// record of `tag`.
+    fn frames(&mut self, tag: Tag) -> Result<Vec<u64>, DecodeError> {
+        let n = self.u()?;
+        if n > MAX_STACK_FRAMES as u64 || n > (self.buf.len() - self.pos) as u64 {
+            return Err(DecodeError::BadRecord {
+                tag: tag as u8,
+                offset: self.pos,
+            });
+        }
+        (0..n).map(|_| self.u()).collect()
     }
     fn i(&mut self) -> Result<i64, DecodeError> {
         let z = self.u()?;
@@ -438,18 +462,8 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     max_ns: r.u()?,
                     ..Wait::default()
                 };
-                for frames in [&mut w.stack, &mut w.holder] {
-                    let n = r.u()?;
-                    if n > MAX_STACK_FRAMES as u64 || n > (r.buf.len() - r.pos) as u64 {
-                        return Err(DecodeError::BadRecord {
-                            tag: Tag::Wait as u8,
-                            offset: r.pos,
-                        });
-                    }
-                    for _ in 0..n {
-                        frames.push(r.u()?);
-                    }
-                }
+                w.stack = r.frames(Tag::Wait)?;
+                w.holder = r.frames(Tag::Wait)?;
                 if d.waits.len() >= MAX_WAITS {
                     return Err(DecodeError::BadRecord {
                         tag: Tag::Wait as u8,
@@ -506,7 +520,21 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 }
                 d.timeline = Some((step.max(1), points));
             }
-            Tag::StackUse => d.stack_use.push((r.u()?, r.u()?, r.u()?)),
+            Tag::StackUse => {
+                let u = StackUse {
+                    thread: r.u()?,
+                    bytes: r.u()?,
+                    stack: r.u()?,
+                    frames: r.frames(Tag::StackUse)?,
+                };
+                if d.stack_use.len() >= MAX_WAITS {
+                    return Err(DecodeError::BadRecord {
+                        tag: Tag::StackUse as u8,
+                        offset: r.pos,
+                    });
+                }
+                d.stack_use.push(u);
+            }
             Tag::LeakBlock => d.leak_blocks.push((r.u()?, r.u()?, r.u()?)),
             Tag::LeakBlocksOmitted => d.leak_blocks_omitted += r.u()?,
             Tag::Scatter => {

@@ -22,7 +22,7 @@ pub use decode::*;
 pub const MAGIC: &[u8; 8] = b"HLEDGR\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 9;
+pub const VERSION: u64 = 10;
 
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "HEAPLEDGER_DIR";
@@ -243,9 +243,11 @@ pub enum Tag {
     /// cell; 1: freed blocks by size cell and lifetime cell), how many
     /// cells, then each cell's two keys and count
     Scatter = 20,
-    /// a thread's deepest stack at an allocation: its number (u64::MAX:
-    /// the row of ended threads merged), the bytes of its stack in use
-    /// above the hook's frame, and the stack id of that allocation
+    /// a thread's deepest stack: its number (u64::MAX: the row of ended
+    /// threads merged), the bytes of its stack in use (above the hook's
+    /// frame at an allocation, or at a function's entry with enter/exit
+    /// stacks), the id of that stack, then its frames (a count, then
+    /// return addresses, leaf first: it may have no counters)
     StackUse = 21,
     /// a block alive at the end (final dumps only, after the `Leak`
     /// records): its stack id, address and size
@@ -742,11 +744,24 @@ impl<S: Sink> Encoder<S> {
         for v in head {
             self.u(v);
         }
-        for frames in [stack, holder] {
-            self.u(frames.len() as u64);
-            for &f in frames {
-                self.u(f);
-            }
+        self.frames(stack);
+        self.frames(holder);
+    }
+
+    /// A [`Tag::StackUse`] record.
+    pub fn stack_use(&mut self, thread: u64, bytes: u64, stack: u64, frames: &[u64]) {
+        self.tag(Tag::StackUse);
+        self.u(thread);
+        self.u(bytes);
+        self.u(stack);
+        self.frames(frames);
+    }
+
+    /// A count, then `frames`.
+    fn frames(&mut self, frames: &[u64]) {
+        self.u(frames.len() as u64);
+        for &f in frames {
+            self.u(f);
         }
     }
 

@@ -102,6 +102,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             d.waits
                 .iter()
                 .flat_map(|w| w.stack.iter().chain(&w.holder))
+                .chain(d.stack_use.iter().flat_map(|u| &u.frames))
                 .map(|f| f.wrapping_sub(1)),
         )
         .collect();
@@ -395,11 +396,15 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
         // `mem` (the stack in use at each frame) holds the whole for each,
         // so that its per-function split reads 0 rather than a guess.
         let number = if t.merged > 0 { u64::MAX } else { t.number };
-        if let Some(&(_, bytes, id)) = d.stack_use.iter().find(|s| s.0 == number) {
-            let frames: Vec<Addr> = id_map
-                .get(&id)
-                .map(|&at| merged[at].0.iter().map(addr).collect())
-                .unwrap_or_default();
+        if let Some(u) = d.stack_use.iter().find(|s| s.thread == number) {
+            let bytes = u.bytes;
+            // The stack with its wrapper frames dropped, as its counters';
+            // one without counters (an enter/exit stack's deepest entry)
+            // as written.
+            let frames: Vec<Addr> = match id_map.get(&u.stack) {
+                Some(&at) => merged[at].0.iter().map(addr).collect(),
+                None => u.frames.iter().map(addr).collect(),
+            };
             ts.stack_mem = mp::StackMem {
                 size: bytes,
                 mem: vec![bytes; frames.len().max(1)],

@@ -13,14 +13,45 @@
 //! a `strdup` is charged to the instrumented function that called it, at
 //! the line of its own caller. A thread deeper than `CAP` keeps its
 //! outermost `CAP` frames.
+//!
+//! Each thread's deepest stack is exact in this mode: every entry compares
+//! the stack address of the entry hook's frame with the lowest seen, and a
+//! deeper one copies the call sites that changed since the last copy (so a
+//! recursion 1 000 deep copies each of its frames once). The copy is
+//! charged to the thread's stack use at its next allocation, at its end,
+//! or at the process's end (`charge_deepest`), where the recorder may
+//! intern a stack.
 
 use crate::base::config;
 use crate::data::stacks;
 use crate::thread::tls;
 use core::ffi::c_void;
 
-/// Call sites kept per thread.
+/// Call sites kept per thread (the buffer holds twice this: the live
+/// stack, then a copy of the deepest; then a [`Deepest`]).
 pub const CAP: usize = 1024;
+
+/// The thread's deepest stack so far, after the buffer's call sites.
+#[repr(C)]
+struct Deepest {
+    /// The lowest stack address at an entry (0: none yet).
+    low: u64,
+    /// Call sites in the copy of the deepest stack.
+    len: usize,
+    /// How many of them still equal the live stack's.
+    same: usize,
+    /// Deeper than what the thread's counters hold.
+    pending: bool,
+}
+
+/// The [`Deepest`] of the buffer `b`.
+///
+/// # Safety
+/// `b` is a thread's buffer (`buffer`), used by that thread only.
+unsafe fn deepest<'a>(b: *mut u64) -> &'a mut Deepest {
+    // SAFETY: the mapping holds it after 2 * CAP words, zero-filled.
+    unsafe { &mut *(b.add(2 * CAP) as *mut Deepest) }
+}
 
 /// The thread's buffer, mapped on its first entry (a system call, no lock:
 /// entries come from anywhere, signal handlers included); never unmapped
@@ -32,7 +63,7 @@ fn buffer(t: &tls::Tls) -> *mut u64 {
     let p = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
-            CAP * 8,
+            2 * CAP * 8 + core::mem::size_of::<Deepest>(),
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
@@ -70,8 +101,72 @@ pub unsafe extern "C" fn __cyg_profile_func_enter(_this_fn: *mut c_void, call_si
         }
         // SAFETY: within the thread's buffer of CAP.
         unsafe { *b.add(d as usize) = call_site as u64 };
+        // SAFETY: this thread's buffer.
+        let deep = unsafe { deepest(b) };
+        let d = d as usize;
+        if d < deep.same {
+            deep.same = d;
+        }
+        let here = 0u8;
+        let sp = core::hint::black_box(&here) as *const u8 as u64;
+        if sp < deep.low || deep.low == 0 {
+            deeper(deep, b, d, sp);
+        }
     }
     t.shadow_depth.set(d + 1);
+}
+
+/// The thread is deeper than ever, at `sp`, with `d + 1` call sites in `b`:
+/// they become the copy of its deepest stack.
+#[cold]
+#[inline(never)]
+fn deeper(deep: &mut Deepest, b: *mut u64, d: usize, sp: u64) {
+    let same = deep.same.min(d);
+    // SAFETY: b holds 2 * CAP words and d < CAP; the two halves do not
+    // overlap.
+    unsafe { core::ptr::copy_nonoverlapping(b.add(same), b.add(CAP + same), d + 1 - same) };
+    deep.len = d + 1;
+    deep.same = d + 1;
+    deep.low = sp;
+    deep.pending = true;
+}
+
+/// Charges the calling thread's deepest stack, if deeper than its counters
+/// know, to its stack use (`st`: its state; in the recorder).
+pub fn charge_deepest(st: &mut crate::thread::state::ThreadState) {
+    let b = tls::tls().shadow.get();
+    if b.is_null() {
+        return;
+    }
+    // SAFETY: this thread's buffer.
+    let deep = unsafe { deepest(b) };
+    let n = deep.len;
+    if !core::mem::replace(&mut deep.pending, false) || n == 0 {
+        return;
+    }
+    if !st.on_stack(deep.low) {
+        // A signal handler's entry on another stack: the search starts
+        // again from the next entry.
+        deep.low = 0;
+        return;
+    }
+    // Innermost first, the innermost `max_depth` kept (as `shadow_stack`).
+    let len = n.min(config::get().max_depth as usize).max(1);
+    // SAFETY: the copy holds n call sites, and len <= n.
+    let frame = |i: usize| unsafe { *b.add(CAP + n - 1 - i) };
+    let mut hash = stacks::HASH_SEED;
+    for i in 0..len {
+        hash = stacks::mix(hash, frame(i));
+    }
+    let eq = |f: &[u64]| f.len() == len && f.iter().enumerate().all(|(i, &v)| v == frame(i));
+    let id = stacks::intern(hash, len, &eq, |out| {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = frame(i);
+        }
+    });
+    if let Some(id) = id {
+        st.note_stack_use(deep.low, id);
+    }
 }
 
 /// # Safety

@@ -141,6 +141,11 @@ impl ThreadState {
     /// An allocation of stack `id` whose hook's frame is at `fp`: the
     /// thread's stack in use, if the most so far (a frame on another stack,
     /// a signal handler's, is left out).
+    /// Whether `addr` lies on this thread's own stack.
+    pub fn on_stack(&self, addr: u64) -> bool {
+        addr > self.stack_lo && addr <= self.stack_top
+    }
+
     #[inline(always)]
     pub fn note_stack_use(&mut self, fp: u64, id: u32) {
         let used = self.stack_top.wrapping_sub(fp);

@@ -302,10 +302,11 @@ fn rest(
         e.u(c);
     }
     for &(number, bytes, id) in &stack_peaks {
-        e.tag(Tag::StackUse);
-        e.u(number);
-        e.u(bytes);
-        e.u(id);
+        let frames = match id < stacks::count() as u64 {
+            true => stacks::frames(stacks::entry(id as u32)),
+            false => &[],
+        };
+        e.stack_use(number, bytes, id, frames);
     }
     for (which, h) in [&size_time, &life_size].into_iter().enumerate() {
         e.scatter(which as u64, h.keys_held(), h.iter());

@@ -66,6 +66,12 @@ fn write_here(why: &str) {
     let in_signal = why == "signal";
     if !in_signal {
         modules::refresh(false);
+        // This thread's deepest enter/exit stack, if not charged yet.
+        let s = crate::thread::state::existing(tls::tls());
+        if crate::thread::state::is_live(s) {
+            // SAFETY: this thread's live state, in the recorder.
+            crate::hooks::charge_deepest(unsafe { &mut *s });
+        }
     }
     let file = match reserved() {
         Reserved::Ready(fd, path) => Some((fd, path)),
