@@ -167,6 +167,22 @@ fn the_seeds_phases_from_inside_the_program_are_exact() {
     let no_stack: Vec<_> = leaks.iter().filter(|l| l.stack.is_empty()).collect();
     assert_eq!(no_stack.len(), 1, "{}", describe_leaks(&with, &leaks));
     assert_eq!((no_stack[0].count, no_stack[0].memory), (10, 1000));
+    // The shares at the peak (2000 B then, the runtime's few blocks
+    // aside): the late site's exactly; the blocks without a stack, which
+    // track no share of their own (stacks off cost what `--stack none`
+    // costs), the peak less every other stack's.
+    assert_eq!(w.global_peak, 1000);
+    let peak = with.peak_requested().unwrap() as i64;
+    let shares: i64 = with.stacks.iter().map(|s| s.infos.global_peak).sum();
+    assert_eq!(shares, peak);
+    let empty: Vec<_> = with.stacks.iter().filter(|s| s.stack.is_empty()).collect();
+    assert_eq!(empty.len(), 1);
+    let e = &empty[0].infos;
+    assert!(
+        e.global_peak >= 1000 && e.global_peak < peak - 1000 + 64,
+        "{e:?}, peak {peak}"
+    );
+    assert!(e.max_alive_req >= e.global_peak.max(e.alive_req), "{e:?}");
 
     // The end and the snapshot after the fix hold what came after the
     // reset only: the fixed code's 5 blocks (stacks were off), nothing

@@ -13,15 +13,18 @@ use crate::thread::side;
 use crate::thread::state::ThreadState;
 use crate::thread::tls::{self, Tls};
 use core::ffi::{c_int, c_void};
-use heapledger_wire::{AllocFn, StackMode};
+use heapledger_wire::AllocFn;
 
-/// Whether blocks carry no stack (`--stack none`): every block is then the
-/// empty stack's, whose bytes alive are the process's, so the per-stack
-/// tracking of maxima is skipped and the profile takes them from the
-/// process's own (see `dump::encode`).
+/// Whether a block of stack `id` is the empty stack's: every block with
+/// `--stack none`, and those allocated while stacks are off (or could not
+/// be kept) otherwise. Their bytes alive are counted, but neither their
+/// stack's maximum nor its share at the peak is tracked per event, nor
+/// their lifetimes: the dump takes the share as the peak less every other
+/// stack's (`dump::encode::write_stacks`), so that stacks off cost what
+/// `--stack none` costs.
 #[inline(always)]
-pub(super) fn stackless() -> bool {
-    config::get().stack_mode == StackMode::None
+pub(super) fn stackless(id: u32) -> bool {
+    id == 0
 }
 
 /// Counts one call of `f` with `bytes` and its duration `dt`: in the
@@ -128,7 +131,7 @@ fn on_alloc(
     // weighs its lifetime; otherwise its lifetime's: 1 for a stack's first
     // blocks in this thread, then LIFETIME_ONE_IN for one block in that
     // many, and 0 (not timed) for the others.
-    let (weight, timed) = if stackless() {
+    let (weight, timed) = if stackless(id) {
         ps.alive += bw as i64;
         (if sampled { cw } else { 0 }, false)
     } else {

@@ -93,7 +93,7 @@ pub(super) fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
     if e.addr == core::mem::take(&mut st.last_alloc) {
         c.add_temporary(cw);
     }
-    // A block without a time (`--stack none`, or not timed: see
+    // A block without a time (the empty stack's, or not timed: see
     // `LIFETIME_HEAD`) has no lifetime, even when this free's own duration
     // is measured and `now` was read for it.
     let life = (now != 0 && e.time != 0).then(|| {
@@ -103,7 +103,7 @@ pub(super) fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         (lt, lw)
     });
     let ps = c.ps;
-    if stackless() {
+    if stackless(e.stack) {
         ps.alive -= bw as i64;
     } else {
         ps.add_alive(e.stack, -(bw as i64), &m);

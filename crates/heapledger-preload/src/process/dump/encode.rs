@@ -71,12 +71,11 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
     // others merged beside it (a copy of them all would double the
     // recorder's memory for a program of many stacks).
     let epoch = counters::peak();
-    let stackless = config::get().stack_mode == heapledger_wire::StackMode::None;
     let g = state::with_states(|states| {
         let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
         let g = gather(states, epoch, base);
         let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
-        write_stacks(e, &maps, epoch, stackless);
+        write_stacks(e, &maps, epoch);
         g
     });
     let (leaks, alive_total) = leaks();
@@ -151,9 +150,8 @@ pub(super) fn encode_snapshot(
         e.tag(Tag::Snapshot);
         e.bytes(label.as_bytes());
     }
-    let stackless = config::get().stack_mode == heapledger_wire::StackMode::None;
     let maps = [snap.base.as_ref(), Some(&snap.g.merged)];
-    write_stacks(e, &maps, snap.totals.epoch, stackless);
+    write_stacks(e, &maps, snap.totals.epoch);
     rest(e, snap.g, &snap.leaks, &snap.totals, start_ticks, false);
 }
 
@@ -480,16 +478,16 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
     g
 }
 
-/// Writes every stack with counters, in order of id, its counters summed
-/// over `maps`. Each stack is written against the one before (they share
-/// outer frames).
-pub(super) fn write_stacks(
-    e: &mut Encoder<FileSink>,
-    maps: &[Option<&StackMap>],
-    epoch: u64,
-    stackless: bool,
-) {
+/// Writes every stack with counters, its counters summed over `maps`, in
+/// order of id but the empty stack's, which comes last: its share at the
+/// peak is the peak less every other stack's (its blocks do not track it,
+/// see `hooks::alloc::stackless`), and its highest bytes alive at least
+/// that share and what it holds now (with `--stack none`, the peak). Each
+/// stack is written against the one before (they share outer frames).
+pub(super) fn write_stacks(e: &mut Encoder<FileSink>, maps: &[Option<&StackMap>], epoch: u64) {
     let mut prev: &[u64] = &[];
+    let mut others: i64 = 0;
+    let mut empty: Option<Full> = None;
     for id in 0..stacks::count() {
         let mut sum: Option<Full> = None;
         for m in maps.iter().flatten() {
@@ -501,22 +499,26 @@ pub(super) fn write_stacks(
                 }
             }
         }
-        let Some(mut m) = sum else { continue };
-        if stackless && id == 0 {
-            // Every block was the empty stack's (the hooks skip its maxima,
-            // see `hooks::alloc::stackless`): its bytes at the peak and its
-            // highest are the process's peak.
-            m.at_peak = epoch as i64;
-            m.epoch = epoch;
-            stacks::entry(0).max_alive.store(epoch, Ordering::Relaxed);
-        }
+        let Some(m) = sum else { continue };
         if m.t.is_empty() {
             continue;
         }
-        let entry = stacks::entry(id);
-        let frames = stacks::frames(entry);
+        if id == 0 {
+            empty = Some(m);
+            continue;
+        }
+        let c = m.wire_counters(id, epoch);
+        others = others.saturating_add(c.at_peak);
+        let frames = stacks::frames(stacks::entry(id));
         e.stack(id as u64, frames, prev);
         prev = frames;
-        e.stack_counters(id as u64, &m.wire_counters(id, epoch));
+        e.stack_counters(id as u64, &c);
+    }
+    if let Some(m) = empty {
+        let mut c = m.wire_counters(0, epoch);
+        c.at_peak = (epoch as i64).saturating_sub(others).max(0);
+        c.max_alive = c.max_alive.max(c.at_peak as u64).max(c.alive.max(0) as u64);
+        e.stack(0, stacks::frames(stacks::entry(0)), prev);
+        e.stack_counters(0, &c);
     }
 }
