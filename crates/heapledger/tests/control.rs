@@ -531,6 +531,14 @@ fn header_prints_the_header_the_tests_build_with() {
     let file =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../heapledger-preload/include/heapledger.h");
     assert_eq!(o.stdout, std::fs::read(file).unwrap());
+    // The build installs it beside the binary.
+    let beside = Path::new(env!("CARGO_BIN_EXE_heapledger")).with_file_name("heapledger.h");
+    assert_eq!(
+        std::fs::read(&beside).ok(),
+        Some(o.stdout.clone()),
+        "{}",
+        beside.display()
+    );
     // It compiles as C and as C++, warning-free.
     let dir = Scratch::new("control-header");
     let h = dir.join("heapledger.h");
