@@ -228,6 +228,272 @@ pub fn wait_end() -> bool {
     )
 }
 
+/// A name as C wants it (NULs replaced).
+fn c_name(s: &str) -> CString {
+    CString::new(s.replace('\0', "_")).unwrap_or_default()
+}
+
+/// Pushes a frame of the program's own on the calling thread: a code
+/// address. While frames are pushed, the thread's allocations and waits
+/// are charged to them; false without heapledger.
+pub fn push_frame(code: *const c_void) -> bool {
+    call!(
+        c"heapledger_push_frame",
+        extern "C" fn(*const c_void) -> c_int,
+        |f| f(code) == 0,
+        false
+    )
+}
+
+/// Pushes a labelled frame ("file.py:12 in f" is read as file, line and
+/// function); false without heapledger.
+pub fn push_label(label: &str) -> bool {
+    let label = c_name(label);
+    call!(
+        c"heapledger_push_label",
+        unsafe extern "C" fn(*const c_char) -> c_int,
+        // SAFETY: a NUL-terminated label.
+        |f| unsafe { f(label.as_ptr()) } == 0,
+        false
+    )
+}
+
+/// Pops the frame pushed last; false where none was (or without
+/// heapledger).
+pub fn pop_frame() -> bool {
+    call!(
+        c"heapledger_pop_frame",
+        extern "C" fn() -> c_int,
+        |f| f() == 0,
+        false
+    )
+}
+
+/// Frames alive in the process (pushed, or held by a traceback or a
+/// log's entry); 0 without heapledger.
+pub fn frames_alive() -> u64 {
+    call!(
+        c"heapledger_traceback_frames_alive",
+        extern "C" fn() -> u64,
+        |f| f(),
+        0
+    )
+}
+
+/// One frame of a traceback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A code address.
+    Code(usize),
+    /// A label.
+    Label(String),
+}
+
+/// A reference on a thread's pushed frames as they were (shared, read
+/// only); released when dropped, retained when cloned. It may be sent to
+/// another thread and outlives the thread that took it.
+#[derive(Debug)]
+pub struct Traceback(*mut c_void);
+
+// SAFETY: a traceback is a process-wide, reference-counted handle.
+unsafe impl Send for Traceback {}
+unsafe impl Sync for Traceback {}
+
+impl Traceback {
+    /// The calling thread's frames now; None where none is pushed (or
+    /// without heapledger).
+    pub fn snapshot() -> Option<Traceback> {
+        let p = call!(
+            c"heapledger_traceback_snapshot",
+            extern "C" fn() -> *mut c_void,
+            |f| f(),
+            std::ptr::null_mut()
+        );
+        (!p.is_null()).then_some(Traceback(p))
+    }
+
+    /// Its frames, innermost first.
+    pub fn frames(&self) -> Vec<Frame> {
+        let mut v = Vec::new();
+        let mut at = self.0 as *const c_void;
+        while !at.is_null() {
+            let mut code: *const c_void = std::ptr::null();
+            let mut label = [0 as c_char; 257];
+            let k = call!(
+                c"heapledger_traceback_frame",
+                unsafe extern "C" fn(
+                    *const c_void,
+                    *mut *const c_void,
+                    *mut c_char,
+                    usize,
+                ) -> c_int,
+                // SAFETY: a frame's handle and buffers of the sizes given.
+                |f| unsafe { f(at, &mut code, label.as_mut_ptr(), label.len()) },
+                -1
+            );
+            match k {
+                0 => v.push(Frame::Code(code as usize)),
+                // SAFETY: NUL-terminated by the recorder.
+                1 => v.push(Frame::Label(
+                    unsafe { CStr::from_ptr(label.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned(),
+                )),
+                _ => break,
+            }
+            at = call!(
+                c"heapledger_traceback_parent",
+                extern "C" fn(*const c_void) -> *mut c_void,
+                |f| f(at),
+                std::ptr::null_mut()
+            );
+        }
+        v
+    }
+
+    /// A new reference on the handle `p`, borrowed from an entry.
+    fn retained(p: *mut c_void) -> Option<Traceback> {
+        if p.is_null() {
+            return None;
+        }
+        call!(
+            c"heapledger_traceback_retain",
+            extern "C" fn(*mut c_void) -> *mut c_void,
+            |f| Some(Traceback(f(p))),
+            None
+        )
+    }
+}
+
+impl Clone for Traceback {
+    fn clone(&self) -> Traceback {
+        Traceback::retained(self.0).unwrap_or(Traceback(self.0))
+    }
+}
+
+impl Drop for Traceback {
+    fn drop(&mut self) {
+        call!(
+            c"heapledger_traceback_release",
+            extern "C" fn(*mut c_void),
+            |f| f(self.0),
+            ()
+        )
+    }
+}
+
+/// Records `ns` lost, of the kind named `kind`, at the calling thread's
+/// stack and frames, with another thread's traceback; false without
+/// heapledger.
+pub fn time_lost_at(kind: &str, ns: u64, other: Option<&Traceback>) -> bool {
+    let kind = c_name(kind);
+    let other = other.map_or(std::ptr::null(), |t| t.0 as *const c_void);
+    call!(
+        c"heapledger_time_lost_at",
+        unsafe extern "C" fn(*const c_char, u64, *const c_void) -> c_int,
+        // SAFETY: a NUL-terminated name and a traceback's handle.
+        |f| unsafe { f(kind.as_ptr(), ns, other) } == 0,
+        false
+    )
+}
+
+/// An entry of a [`TimeLog`].
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub kind: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// The thread's frames at the events.
+    pub traceback: Option<Traceback>,
+    /// Another thread's, where given.
+    pub other: Option<Traceback>,
+}
+
+#[repr(C)]
+struct RawEntry {
+    kind: [c_char; 64],
+    count: u64,
+    total_ns: u64,
+    max_ns: u64,
+    traceback: *mut c_void,
+    other: *mut c_void,
+}
+
+/// A time log of the calling thread (timelog.md): every time-lost event
+/// of the thread goes to each of its logs, regrouped, its top entries
+/// kept. Destroyed when dropped; used by its own thread only.
+#[derive(Debug)]
+pub struct TimeLog {
+    handle: *mut c_void,
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl TimeLog {
+    /// A log keeping `top` entries (1 to 64; 0: `run --waits-top`'s);
+    /// None without heapledger.
+    pub fn new(top: u32) -> Option<TimeLog> {
+        let h = call!(
+            c"heapledger_timelog_create",
+            extern "C" fn(u32) -> *mut c_void,
+            |f| f(top),
+            std::ptr::null_mut()
+        );
+        (!h.is_null()).then_some(TimeLog {
+            handle: h,
+            _thread: std::marker::PhantomData,
+        })
+    }
+
+    /// Empties it.
+    pub fn clear(&self) -> bool {
+        call!(
+            c"heapledger_timelog_clear",
+            extern "C" fn(*mut c_void) -> c_int,
+            |f| f(self.handle) == 0,
+            false
+        )
+    }
+
+    /// Its entries, most time first.
+    pub fn entries(&self) -> Vec<Entry> {
+        let mut raw: Vec<RawEntry> = Vec::with_capacity(64);
+        let n = call!(
+            c"heapledger_timelog_entries",
+            unsafe extern "C" fn(*mut c_void, *mut RawEntry, usize) -> std::ffi::c_long,
+            // SAFETY: room for 64 entries, the most a log keeps.
+            |f| unsafe { f(self.handle, raw.as_mut_ptr(), 64) },
+            -1
+        );
+        // SAFETY: the recorder wrote min(n, 64) entries.
+        unsafe { raw.set_len(n.clamp(0, 64) as usize) };
+        raw.iter()
+            .map(|e| Entry {
+                // SAFETY: NUL-terminated within its 64 bytes.
+                kind: unsafe { CStr::from_ptr(e.kind.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned(),
+                count: e.count,
+                total_ns: e.total_ns,
+                max_ns: e.max_ns,
+                traceback: Traceback::retained(e.traceback),
+                other: Traceback::retained(e.other),
+            })
+            .collect()
+    }
+}
+
+impl Drop for TimeLog {
+    fn drop(&mut self) {
+        call!(
+            c"heapledger_timelog_destroy",
+            extern "C" fn(*mut c_void) -> c_int,
+            |f| f(self.handle),
+            0
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,5 +509,8 @@ mod tests {
         assert!(!disable() && !enable());
         assert!(!time_lost("x", 1) && !wait_begin("x") && !wait_end());
         assert_eq!(snapshot("x"), None);
+        assert!(!push_label("x") && !pop_frame() && frames_alive() == 0);
+        assert!(Traceback::snapshot().is_none() && TimeLog::new(1).is_none());
+        assert!(!time_lost_at("x", 1, None));
     }
 }

@@ -172,6 +172,155 @@ static inline int heapledger_wait_end(void) {
     return f ? f() : -1;
 }
 
+/* ---- Tracebacks and time logs of the program's own (timelog.md) ----
+ *
+ * A thread pushes and pops frames of its own: code addresses, or labels
+ * ("file.py:12 in f" is read as file, line and function). While it has
+ * frames pushed, its allocations and waits are charged to them (the
+ * allocation's return address, then the pushed frames, innermost first).
+ * A traceback is a reference on the thread's frames as they are: frames
+ * are shared, read-only and reference counted, so a snapshot costs one
+ * reference and snapshots share their common outer frames; it may be
+ * handed to another thread and outlives the thread that took it. Release
+ * each reference you take (snapshot, retain) with
+ * heapledger_traceback_release.
+ *
+ * A time log is the calling thread's: every time-lost event of the thread
+ * (its lock waits, heapledger_time_lost*) goes to each of its logs, keyed
+ * by kind, its traceback and another thread's where given, regrouped, its
+ * `top` entries of most time kept. Logs are used by their own thread only.
+ *
+ * Push and pop look their function up once per call site (cached). */
+typedef struct heapledger_traceback heapledger_traceback;
+typedef struct heapledger_timelog heapledger_timelog;
+
+struct heapledger_timelog_entry {
+    char kind[64];                   /* "mutex", "condition", a kind you named */
+    uint64_t count;                  /* events regrouped in the entry */
+    uint64_t total_ns;
+    uint64_t max_ns;
+    heapledger_traceback *traceback; /* the thread's then (the entry's: valid */
+    heapledger_traceback *other;     /* while it is in the log; or NULL) */
+};
+
+static char heapledger__absent;
+
+static inline void *heapledger__cached(void **slot, const char *name) {
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = heapledger__fn(name);
+        __atomic_store_n(slot, f ? f : (void *)&heapledger__absent, __ATOMIC_RELEASE);
+    }
+    return f == (void *)&heapledger__absent ? 0 : f;
+}
+
+/* Pushes a frame (0, or -1); pops the last one pushed (-1 where none). */
+static inline int heapledger_push_frame(const void *code) {
+    static void *slot;
+    int (*f)(const void *) = (int (*)(const void *))heapledger__cached(&slot, "heapledger_push_frame");
+    return f ? f(code) : -1;
+}
+
+static inline int heapledger_push_label(const char *label) {
+    static void *slot;
+    int (*f)(const char *) = (int (*)(const char *))heapledger__cached(&slot, "heapledger_push_label");
+    return f ? f(label) : -1;
+}
+
+static inline int heapledger_pop_frame(void) {
+    static void *slot;
+    int (*f)(void) = (int (*)(void))heapledger__cached(&slot, "heapledger_pop_frame");
+    return f ? f() : -1;
+}
+
+/* A reference on the calling thread's frames (NULL where none is pushed). */
+static inline heapledger_traceback *heapledger_traceback_snapshot(void) {
+    heapledger_traceback *(*f)(void) =
+        (heapledger_traceback * (*)(void)) heapledger__fn("heapledger_traceback_snapshot");
+    return f ? f() : 0;
+}
+
+static inline heapledger_traceback *heapledger_traceback_retain(heapledger_traceback *tb) {
+    heapledger_traceback *(*f)(heapledger_traceback *) =
+        (heapledger_traceback * (*)(heapledger_traceback *)) heapledger__fn("heapledger_traceback_retain");
+    return f ? f(tb) : tb;
+}
+
+static inline void heapledger_traceback_release(heapledger_traceback *tb) {
+    void (*f)(heapledger_traceback *) =
+        (void (*)(heapledger_traceback *))heapledger__fn("heapledger_traceback_release");
+    if (f)
+        f(tb);
+}
+
+/* The traceback under tb's frame, borrowed from tb (NULL at the outermost). */
+static inline heapledger_traceback *heapledger_traceback_parent(const heapledger_traceback *tb) {
+    heapledger_traceback *(*f)(const heapledger_traceback *) =
+        (heapledger_traceback * (*)(const heapledger_traceback *)) heapledger__fn("heapledger_traceback_parent");
+    return f ? f(tb) : 0;
+}
+
+/* tb's own frame: 0 for a code address (*code), 1 for a label (copied into
+ * label, len bytes at most with its NUL), -1 for none. */
+static inline int heapledger_traceback_frame(const heapledger_traceback *tb, const void **code,
+                                             char *label, size_t len) {
+    int (*f)(const heapledger_traceback *, const void **, char *, size_t) =
+        (int (*)(const heapledger_traceback *, const void **, char *, size_t))heapledger__fn(
+            "heapledger_traceback_frame");
+    return f ? f(tb, code, label, len) : -1;
+}
+
+/* Frames alive in the process (pushed, or held by a snapshot or a log). */
+static inline uint64_t heapledger_traceback_frames_alive(void) {
+    uint64_t (*f)(void) = (uint64_t(*)(void))heapledger__fn("heapledger_traceback_frames_alive");
+    return f ? f() : 0;
+}
+
+/* A log of the calling thread keeping its `top` entries (1 to 64; 0: run's
+ * --waits-top); NULL without heapledger. */
+static inline heapledger_timelog *heapledger_timelog_create(unsigned top) {
+    heapledger_timelog *(*f)(unsigned) =
+        (heapledger_timelog * (*)(unsigned)) heapledger__fn("heapledger_timelog_create");
+    return f ? f(top) : 0;
+}
+
+static inline int heapledger_timelog_clear(heapledger_timelog *log) {
+    int (*f)(heapledger_timelog *) = (int (*)(heapledger_timelog *))heapledger__fn("heapledger_timelog_clear");
+    return f ? f(log) : -1;
+}
+
+static inline int heapledger_timelog_destroy(heapledger_timelog *log) {
+    int (*f)(heapledger_timelog *) = (int (*)(heapledger_timelog *))heapledger__fn("heapledger_timelog_destroy");
+    return f ? f(log) : -1;
+}
+
+/* The calling thread's logs, up to max into out: how many it has (-1
+ * without heapledger). */
+static inline long heapledger_timelogs(heapledger_timelog **out, size_t max) {
+    long (*f)(heapledger_timelog **, size_t) =
+        (long (*)(heapledger_timelog **, size_t))heapledger__fn("heapledger_timelogs");
+    return f ? f(out, max) : -1;
+}
+
+/* The log's entries, most time first, up to max into out: how many it
+ * holds (-1: not a log of this thread's, or no heapledger). */
+static inline long heapledger_timelog_entries(heapledger_timelog *log, struct heapledger_timelog_entry *out,
+                                              size_t max) {
+    long (*f)(heapledger_timelog *, struct heapledger_timelog_entry *, size_t) =
+        (long (*)(heapledger_timelog *, struct heapledger_timelog_entry *, size_t))heapledger__fn(
+            "heapledger_timelog_entries");
+    return f ? f(log, out, max) : -1;
+}
+
+/* heapledger_time_lost, with another thread's traceback (NULL: none): the
+ * thread's logs keep a reference on it, the profile its frames as the
+ * holder's stack. */
+static inline int heapledger_time_lost_at(const char *kind, uint64_t ns, const heapledger_traceback *other) {
+    int (*f)(const char *, uint64_t, const heapledger_traceback *) =
+        (int (*)(const char *, uint64_t, const heapledger_traceback *))heapledger__fn("heapledger_time_lost_at");
+    return f ? f(kind, ns, other) : -1;
+}
+
 #ifdef __cplusplus
 }
 #endif

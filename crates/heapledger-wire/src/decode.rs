@@ -19,6 +19,9 @@ pub const MAX_STACK_FRAMES: usize = 1 << 16;
 /// hundred times those of a Python run with 16 000 stacks.
 pub const MAX_FRAMES: usize = 1 << 27;
 
+/// The most [`Tag::Label`] records a dump may hold.
+pub const MAX_LABELS: usize = 1 << 20;
+
 /// What [`Tag::StackUse`] says: a thread's deepest stack in use.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StackUse {
@@ -111,6 +114,8 @@ pub struct Dump {
     /// The scatter's counts ([`Tag::Scatter`]): allocations by (time key,
     /// size cell), freed blocks by (size cell, lifetime cell).
     pub scatter: [Vec<(u64, u64, u64)>; 2],
+    /// The labels the program gave frames ([`Tag::Label`]): id, text.
+    pub labels: Vec<(u64, String)>,
     /// Each thread's deepest stack ([`Tag::StackUse`]).
     pub stack_use: Vec<StackUse>,
     /// The blocks alive at the end ([`Tag::LeakBlock`]): stack id, address,
@@ -519,6 +524,17 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     points.push(TimelinePoint::from_values(&v));
                 }
                 d.timeline = Some((step.max(1), points));
+            }
+            Tag::Label => {
+                let id = r.u()?;
+                let text = r.string()?;
+                if d.labels.len() >= MAX_LABELS {
+                    return Err(DecodeError::BadRecord {
+                        tag: Tag::Label as u8,
+                        offset: r.pos,
+                    });
+                }
+                d.labels.push((id, text));
             }
             Tag::StackUse => {
                 let u = StackUse {

@@ -24,6 +24,10 @@ pub const MAGIC: &[u8; 8] = b"HLEDGR\0\x01";
 /// Version of the record layout; bumped on any incompatible change.
 pub const VERSION: u64 = 10;
 
+/// Frames at or above this (less one: frames are return addresses) are
+/// labels the program pushed, `LABEL_FRAMES + id` ([`Tag::Label`]).
+pub const LABEL_FRAMES: u64 = 0xffff_ff00_0000_0000;
+
 /// Environment variable naming the directory where processes leave their dumps.
 pub const ENV_DIR: &str = "HEAPLEDGER_DIR";
 /// Environment variable holding the recorder's options (`key=value,...`).
@@ -273,6 +277,10 @@ pub enum Tag {
     /// `heapledger_wait_begin`): its code in [`Tag::Wait`] records, then
     /// its name (bytes)
     WaitKind = 27,
+    /// a frame the program labelled (`heapledger_push_label`): its id (a
+    /// stack's frame `LABEL_FRAMES + id + 1` is this label), then its text
+    /// (bytes)
+    Label = 28,
     /// end of dump
     End = 0xff,
 }
@@ -307,6 +315,7 @@ impl Tag {
             25 => Tag::Reset,
             26 => Tag::Wait,
             27 => Tag::WaitKind,
+            28 => Tag::Label,
             0xff => Tag::End,
             _ => return None,
         })

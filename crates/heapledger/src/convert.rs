@@ -108,12 +108,19 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
         .collect();
     let mut addrs: Vec<u64> = distinct.into_iter().collect();
     addrs.sort_unstable();
-    let resolved: HashMap<u64, Resolved> = addrs
+    let mut resolved: HashMap<u64, Resolved> = addrs
         .iter()
         .copied()
         .zip(symbols.symbolize(&modules, &addrs))
         .filter_map(|(a, r)| r.map(|r| (a, r)))
         .collect();
+    // Frames the program pushed with a label (`heapledger_push_label`).
+    for (id, text) in &d.labels {
+        resolved.insert(
+            heapledger_wire::LABEL_FRAMES.wrapping_add(*id),
+            label_frame(text),
+        );
+    }
     let outer_fn =
         |a: u64| -> Option<&str> { resolved.get(&a)?.frames.last()?.function.as_deref() };
 
@@ -809,5 +816,28 @@ mod tests {
             shell_command(&args(&["./prog", "", "a b", "it's", "$HOME"])),
             "./prog '' 'a b' 'it'\\''s' '$HOME'"
         );
+    }
+}
+
+/// A frame the program labelled: `FILE:LINE in FUNCTION` read as such
+/// (an interpreter's frames), any other label as a function's name; its
+/// binary `[pushed]`.
+fn label_frame(text: &str) -> Resolved {
+    let parsed = text.split_once(" in ").and_then(|(at, function)| {
+        let (file, line) = at.rsplit_once(':')?;
+        let line: u32 = line.parse().ok()?;
+        Some(heapledger_symbols::Frame {
+            function: Some(function.to_owned()),
+            file: Some(file.to_owned()),
+            line: Some(line),
+        })
+    });
+    Resolved {
+        binary: std::path::PathBuf::from("[pushed]"),
+        frames: vec![parsed.unwrap_or_else(|| heapledger_symbols::Frame {
+            function: Some(text.to_owned()),
+            file: None,
+            line: None,
+        })],
     }
 }

@@ -506,6 +506,9 @@ fn the_rust_crate_makes_the_same_calls() {
             "report === Memory Leak Report ===",
             "snapshot Some(1)",
             "reset true",
+            "frames Some([Label(\"steer.rs:1 in outer\")])",
+            "entry io 1 3000000 Some([Label(\"steer.rs:1 in outer\")])",
+            "alive 0",
         ]
     );
     // The snapshot holds the 7 vectors at their line, with their stack.

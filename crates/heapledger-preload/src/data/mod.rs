@@ -15,4 +15,5 @@ pub mod stackmap;
 pub mod stacks;
 pub mod timeline;
 pub mod timelog;
+pub mod traceback;
 pub mod unwind;

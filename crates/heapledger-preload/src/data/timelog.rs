@@ -67,6 +67,28 @@ pub fn user_kind(name: &[u8]) -> u8 {
     USER_KIND + (kinds.len() - 1) as u8
 }
 
+/// The name of kind `code`: a built-in kind's (as the profile's readers
+/// name them), or the name the program gave.
+pub fn kind_name(code: u8) -> alloc::string::String {
+    let builtin = [
+        "mutex",
+        "rwlock read",
+        "rwlock write",
+        "condition",
+        "join",
+        "semaphore",
+    ];
+    match code {
+        c if (c as usize) < builtin.len() => builtin[c as usize].into(),
+        c if c >= USER_KIND => USER_KINDS
+            .lock()
+            .get((c - USER_KIND) as usize)
+            .cloned()
+            .unwrap_or_else(|| "user".into()),
+        _ => "other".into(),
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Entry {
     pub key: Key,
@@ -108,40 +130,43 @@ impl TimeLog {
     }
 
     /// Records a wait of `ns` (a negative difference of clocks is given as
-    /// 0 by the caller).
-    pub fn record(&mut self, key: Key, ns: u64) {
+    /// 0 by the caller). Returns the key of the event the log no longer
+    /// holds, if one: merged into an entry of the same key, evicted, or
+    /// not kept (a log of the program's own, whose keys are references to
+    /// tracebacks, gives that reference back).
+    pub fn record(&mut self, key: Key, ns: u64) -> Option<Key> {
         if let Some(p) = self.pending.as_mut() {
             if p.key == key {
                 p.count += 1;
                 p.total_ns = p.total_ns.saturating_add(ns);
                 p.max_ns = p.max_ns.max(ns);
-                return;
+                return Some(key);
             }
         }
         let arrival = self.arrivals;
         self.arrivals += 1;
-        if let Some(p) = self.pending.replace(Entry {
+        let p = self.pending.replace(Entry {
             key,
             count: 1,
             total_ns: ns,
             max_ns: ns,
             arrival,
-        }) {
-            self.insert(p);
-        }
+        })?;
+        self.insert(p)
     }
 
-    fn insert(&mut self, e: Entry) {
+    /// Puts `e` in the log; the key no longer held, if one (as `record`).
+    fn insert(&mut self, e: Entry) -> Option<Key> {
         if let Some(t) = self.top[..self.n].iter_mut().find(|t| t.key == e.key) {
             t.count += e.count;
             t.total_ns = t.total_ns.saturating_add(e.total_ns);
             t.max_ns = t.max_ns.max(e.max_ns);
-            return;
+            return Some(e.key);
         }
         if self.n < self.cap {
             self.top[self.n] = e;
             self.n += 1;
-            return;
+            return None;
         }
         // The least total goes; of equal totals, the latest arrival.
         let (i, least) = self.top[..self.n]
@@ -156,19 +181,31 @@ impl TimeLog {
             .unwrap_or_default();
         if e.total_ns > least.total_ns {
             self.top[i] = e;
+            Some(least.key)
+        } else {
+            Some(e.key)
         }
     }
 
-    /// Moves the pending entry into the log (before it is read).
-    pub fn flush(&mut self) {
-        if let Some(p) = self.pending.take() {
-            self.insert(p);
-        }
+    /// Moves the pending entry into the log (before it is read); the key
+    /// no longer held, if one (as `record`).
+    pub fn flush(&mut self) -> Option<Key> {
+        let p = self.pending.take()?;
+        self.insert(p)
+    }
+
+    /// Empties the log: the keys it held (its entries' and the pending
+    /// one's).
+    pub fn clear(&mut self) -> alloc::vec::Vec<Key> {
+        let mut keys: alloc::vec::Vec<Key> = self.top[..self.n].iter().map(|e| e.key).collect();
+        keys.extend(self.pending.take().map(|p| p.key));
+        self.n = 0;
+        keys
     }
 
     /// The entries, highest total first (of equal totals, the earlier).
     pub fn entries(&mut self) -> alloc::vec::Vec<Entry> {
-        self.flush();
+        let _ = self.flush();
         let mut v = self.top[..self.n].to_vec();
         v.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.arrival.cmp(&b.arrival)));
         v
@@ -181,12 +218,12 @@ impl TimeLog {
 
     /// Adds another log's entries (an ended thread's, folded).
     pub fn absorb(&mut self, other: &mut TimeLog) {
-        self.flush();
+        let _ = self.flush();
         for e in other.entries() {
             let mut e = e;
             e.arrival = self.arrivals;
             self.arrivals += 1;
-            self.insert(e);
+            let _ = self.insert(e);
         }
     }
 }

@@ -187,6 +187,10 @@ pub(super) fn give_back_for(size: usize) -> bool {
 
 #[inline(always)]
 pub(super) fn stack(st: &mut ThreadState, fp: u64) -> u32 {
+    let top = st.user_top();
+    if top != crate::data::traceback::NONE {
+        return pushed_or_none(st, top, fp);
+    }
     match st.unwind.as_mut() {
         Some(_) if crate::process::control::stacks_off() => 0,
         Some(_) if degrade::no_stacks() => {
@@ -211,6 +215,22 @@ pub(super) fn stack(st: &mut ThreadState, fp: u64) -> u32 {
             }
         }
         None => 0,
+    }
+}
+
+/// The stack of a thread with frames of its own pushed (`top`: see
+/// `hooks::user`), which make its stack in every mode but `--stack none`.
+#[cold]
+#[inline(never)]
+fn pushed_or_none(st: &ThreadState, top: u32, fp: u64) -> u32 {
+    let with_stacks =
+        st.unwind.is_some() || config::get().stack_mode == heapledger_wire::StackMode::EnterExit;
+    if !with_stacks || crate::process::control::stacks_off() || degrade::no_stacks() {
+        return 0;
+    }
+    match super::user::user_stack(top, fp) {
+        0 => no_stack(),
+        id => id,
     }
 }
 

@@ -38,4 +38,5 @@ mod mmap;
 mod pthread;
 mod release;
 mod signal_exit;
+mod user;
 mod wait;

@@ -52,13 +52,31 @@ fn taken(lock: *mut c_void, fp: u64) {
 }
 
 /// Adds a wait of `dt` ns of kind `kind` (a code) at `stack` to the
-/// thread's log.
+/// thread's log (and to the program's own logs of the thread, with its
+/// traceback).
 fn log(st: &mut crate::thread::state::ThreadState, kind: u8, stack: u32, other: u32, dt: u64) {
-    st.waits
+    log_with(st, kind, stack, other, crate::data::traceback::NONE, dt);
+}
+
+/// `log`, with another thread's traceback `other_tb` for the program's
+/// logs (`thread::user`).
+fn log_with(
+    st: &mut crate::thread::state::ThreadState,
+    kind: u8,
+    stack: u32,
+    other: u32,
+    other_tb: u32,
+    dt: u64,
+) {
+    let _ = st
+        .waits
         .get_or_insert_with(|| {
             alloc::boxed::Box::new(TimeLog::new(config::get().waits_top as usize))
         })
         .record(Key { kind, stack, other }, dt);
+    if let Some(u) = st.user.as_mut() {
+        u.record(kind, other_tb, dt);
+    }
 }
 
 /// Runs `block` (the real call, which blocks), timed, and charges the wait
@@ -310,6 +328,35 @@ unsafe extern "C" fn time_lost_impl(kind: *const c_char, ns: u64, fp: u64) -> c_
     0
 }
 trampoline!(heapledger_time_lost, time_lost_impl, "rdx", (kind: *const c_char, ns: u64) -> c_int);
+
+/// `heapledger_time_lost_at(kind, ns, other)`: `heapledger_time_lost`,
+/// with another thread's traceback (`heapledger_traceback_snapshot` there;
+/// null: none), which the thread's own logs keep as a reference and the
+/// profile as the holder's stack.
+unsafe extern "C" fn time_lost_at_impl(
+    kind: *const c_char,
+    ns: u64,
+    other: *const c_void,
+    fp: u64,
+) -> c_int {
+    if !watching() {
+        return -1;
+    }
+    let k = kind_of(kind);
+    let other_tb = super::user::node(other);
+    with_stack(fp, |st, id| {
+        let o = match other_tb {
+            crate::data::traceback::NONE => NONE,
+            n => match super::user::frames_stack(None, n) {
+                0 => NONE,
+                s => s,
+            },
+        };
+        log_with(st, k, id, o, other_tb, ns)
+    });
+    0
+}
+trampoline!(heapledger_time_lost_at, time_lost_at_impl, "rcx", (kind: *const c_char, ns: u64, other: *const c_void) -> c_int);
 
 /// `heapledger_wait_begin(kind)`: a wait of the kind named `kind` begins
 /// at the caller's stack; one already open on this thread ends first.

@@ -51,6 +51,9 @@ fn retire(st: *mut ThreadState) {
         t.reset_lean(t.left.get());
     }
     s.tls = core::ptr::null();
+    if let Some(mut u) = s.user.take() {
+        u.ends();
+    }
     let r = reg
         .retired
         .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));

@@ -14,3 +14,4 @@ pub mod scatter;
 pub mod side;
 pub mod state;
 pub mod tls;
+pub mod user;

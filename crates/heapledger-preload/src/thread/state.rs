@@ -72,6 +72,9 @@ pub struct ThreadState {
     /// A wait the program began (`heapledger_wait_begin`) and has not
     /// ended: its kind's code, start (ns) and stack.
     pub open_wait: Option<(u8, u64, u32)>,
+    /// The program's own traceback and time logs (`user.rs`), from its
+    /// first push or log.
+    pub user: Option<Box<super::user::User>>,
     pub truncated: u64,
     pub dead: bool,
     /// The thread's TLS block while it runs (null for the retired and
@@ -141,6 +144,15 @@ impl ThreadState {
     /// An allocation of stack `id` whose hook's frame is at `fp`: the
     /// thread's stack in use, if the most so far (a frame on another stack,
     /// a signal handler's, is left out).
+    /// The top of the traceback the program pushed on this thread
+    /// (`data::traceback::NONE`: none).
+    #[inline(always)]
+    pub fn user_top(&self) -> u32 {
+        self.user
+            .as_ref()
+            .map_or(crate::data::traceback::NONE, |u| u.top)
+    }
+
     /// Whether `addr` lies on this thread's own stack.
     pub fn on_stack(&self, addr: u64) -> bool {
         addr > self.stack_lo && addr <= self.stack_top
@@ -321,6 +333,7 @@ impl ThreadState {
             unknown_frees: 0,
             waits: None,
             open_wait: None,
+            user: None,
             truncated: 0,
             dead: false,
             tls: core::ptr::null(),

@@ -26,6 +26,20 @@ fn main() {
     eprintln!("report {}", report.lines().next().unwrap_or(""));
     eprintln!("snapshot {:?}", heapledger_api::snapshot("kept"));
     eprintln!("reset {}", heapledger_api::reset_stats());
+    // Frames of the program's own, a traceback and a time log.
+    let base = heapledger_api::frames_alive();
+    heapledger_api::push_label("steer.rs:1 in outer");
+    let tb = heapledger_api::Traceback::snapshot();
+    let log = heapledger_api::TimeLog::new(2);
+    heapledger_api::time_lost_at("io", 3_000_000, None);
+    heapledger_api::pop_frame();
+    eprintln!("frames {:?}", tb.as_ref().map(|t| t.frames()));
+    for e in log.as_ref().map(|l| l.entries()).unwrap_or_default() {
+        let frames = e.traceback.as_ref().map(|t| t.frames());
+        eprintln!("entry {} {} {} {:?}", e.kind, e.count, e.total_ns, frames);
+    }
+    drop((tb, log));
+    eprintln!("alive {}", heapledger_api::frames_alive() - base);
     drop(kept);
     println!("done");
 }

@@ -269,6 +269,11 @@ fn rest(
             e.bytes(name.as_bytes());
         }
     }
+    crate::data::traceback::each_label(|id, text| {
+        e.tag(Tag::Label);
+        e.u(id);
+        e.bytes(text.as_bytes());
+    });
     for (thread, w) in &g_waits {
         let frames = |id: u32| -> &[u64] {
             if id == crate::data::timelog::NONE || id >= stacks::count() {
