@@ -13,6 +13,7 @@
 
 mod measure;
 mod report;
+mod waits;
 mod workloads;
 
 use anyhow::{Context, Result};
@@ -228,7 +229,21 @@ fn run(args: &Args) -> Result<bool> {
         cases.extend(cs);
     }
 
+    // With `locks`: how exactly a contended wait is measured.
+    let wait_accuracy = match args.only.is_empty() || args.only.contains(&Workload::Locks) {
+        true => {
+            let r = workloads::build_contended(&bin)
+                .and_then(|exe| waits::measure(&heapledger, &exe, &tools.scratch));
+            if let Err(e) = &r {
+                notes.push(format!("{e:#}: the contended wait is not measured"));
+            }
+            r.ok()
+        }
+        false => None,
+    };
+
     let meta = report::Meta {
+        wait_accuracy,
         runs: args.runs,
         quick: args.quick,
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),

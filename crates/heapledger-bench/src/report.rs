@@ -32,11 +32,16 @@ pub const TREE_MAX_S: f64 = 2.0;
 pub const OTHER_LIB_MAX_ADDED_NS: f64 = 15.0;
 /// `locks`: ns added per uncontended lock+unlock pair (issue 35).
 pub const LOCK_MAX_ADDED_NS: f64 = 10.0;
+/// `locks`: a contended wait's time lost against the program's own
+/// measure, at most this far apart (percent; issue 35).
+pub const WAIT_MAX_ERROR_PERCENT: f64 = 1.0;
 /// `--stack none` on the `varied` churn, ns added per malloc+free pair.
 pub const VARIED_MAX_ADDED_NS: f64 = 40.0;
 
 /// Facts about the run, for the header and the JSON.
 pub struct Meta {
+    /// A contended wait's time lost against the program's own measure.
+    pub wait_accuracy: Option<crate::waits::Accuracy>,
     pub runs: u32,
     pub quick: bool,
     pub cpus: usize,
@@ -489,7 +494,20 @@ pub fn build(
 ) -> Report {
     let rows = rows(cases, series);
     let threads = thread_rows(cases, series);
-    let targets = targets(&rows, series, analyses, meta.heaptrack.is_some(), &threads);
+    let mut targets = targets(&rows, series, analyses, meta.heaptrack.is_some(), &threads);
+    if let Some(a) = meta.wait_accuracy {
+        targets.push(Target::at_most(
+            "locks",
+            format!(
+                "a contended wait: time lost {:.3} s against the program's own {:.3} s, apart by",
+                a.recorded_ns as f64 / 1e9,
+                a.program_ns as f64 / 1e9
+            ),
+            Some(a.error_percent()),
+            " %",
+            Some(WAIT_MAX_ERROR_PERCENT),
+        ));
+    }
     let mut s = String::new();
 
     // Header.

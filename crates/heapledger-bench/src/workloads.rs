@@ -14,6 +14,7 @@ const STACKS_C: &str = include_str!("../workloads/stacks.c");
 const VARIED_C: &str = include_str!("../workloads/varied.c");
 const LOCKS_C: &str = include_str!("../workloads/locks.c");
 const FORWARD_C: &str = include_str!("../workloads/forward.c");
+const CONTENDED_C: &str = include_str!("../workloads/contended.c");
 
 /// The compiler flags of every workload: optimized, no frame pointers, like
 /// most distribution code.
@@ -240,6 +241,11 @@ pub fn build_floors(dir: &Path) -> Result<Floors> {
             &["-shared", "-fPIC", "-DCOUNT"],
         )?,
     })
+}
+
+/// `contended.c` built into `dir` (`waits.rs`).
+pub fn build_contended(dir: &Path) -> Result<PathBuf> {
+    compile(&cc(), "contended", CONTENDED_C, dir, &[])
 }
 
 /// Compiles one embedded C source into `dir`; returns the executable.
