@@ -11,6 +11,7 @@
 
 use anyhow::{bail, Context, Result};
 use std::ffi::CString;
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -31,7 +32,16 @@ pub fn check_writable(path: Option<&Path>) -> Result<()> {
             if meta.as_ref().is_ok_and(|m| m.is_dir()) {
                 bail!("cannot write the profile to {shown}: it is a directory");
             }
-            if meta.is_ok() {
+            if is_special(p) {
+                // A device or a pipe is written into, not replaced; opening
+                // a FIFO would wait for its reader: asked, not opened.
+                let c = CString::new(p.as_os_str().as_bytes())?;
+                // SAFETY: a NUL-terminated path.
+                if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+                    return Err(std::io::Error::last_os_error())
+                        .with_context(|| format!("cannot write the profile to {shown}"));
+                }
+            } else if meta.is_ok() {
                 // An earlier file (or a link to one) is replaced: it must
                 // be writable, as it would be written over.
                 std::fs::OpenOptions::new()
@@ -142,19 +152,20 @@ pub fn write_whole_with(
             write(f, &tmp).with_context(|| format!("cannot write the profile to {shown}"))
         })
         .and_then(|()| {
-            if has_other_names(&target) {
+            if has_other_names(&target) || is_special(&target) {
                 // A file with a second name is written in place, so that
-                // both names show the new profile; only the copy of a
-                // whole profile can fail there.
-                std::fs::copy(&tmp, &target).map(drop)
+                // both names show the new profile; so is a device or a
+                // pipe (`-o /dev/null`, `-o /dev/stdout`, a FIFO), which a
+                // rename would replace with a plain file. Only the copy of
+                // a whole profile can fail there.
+                copy_into(&tmp, &target)
             } else {
                 std::fs::rename(&tmp, &target)
             }
             .with_context(|| format!("cannot write the profile to {shown}"))
         });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    // Copied or failed: the temporary file goes.
+    let _ = std::fs::remove_file(&tmp);
     WRITING.store(std::ptr::null_mut(), Ordering::SeqCst);
     result
 }
@@ -194,6 +205,24 @@ pub fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Res
         }
         w.finish().map_err(|e| anyhow::anyhow!("{e}"))
     })
+}
+
+/// Whether `path` exists and is neither a plain file nor a directory (a
+/// device, a FIFO, a socket).
+fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// Writes the bytes of `from` into the existing `to`, which keeps its
+/// inode, kind and permissions.
+fn copy_into(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut src = std::fs::File::open(from)?;
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(to)?;
+    std::io::copy(&mut src, &mut dst)?;
+    dst.flush()
 }
 
 /// Whether `path` is a plain file with more than one name (a hard link).

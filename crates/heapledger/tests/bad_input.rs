@@ -555,6 +555,74 @@ fn run_over_an_earlier_output() {
     );
 }
 
+/// An output that is a pipe (a FIFO, as `/dev/stdout` or `/dev/null`
+/// may be a device) is written into, never replaced by a plain file: `run
+/// -o FIFO` and `export -o FIFO` send the profile to its reader, and the
+/// FIFO stays one. (Renaming a finished profile over `/dev/null`, as root,
+/// once replaced the device with a file.)
+#[test]
+fn outputs_that_are_pipes_are_written_into_not_replaced() {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let tmp = TempDir::new("out-fifo");
+    let fifo = tmp.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = || {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            std::fs::File::open(&fifo)
+                .unwrap()
+                .read_to_end(&mut bytes)
+                .unwrap();
+            bytes
+        })
+    };
+    // run -o FIFO: the profile store's bytes reach the reader.
+    let r = reader();
+    let o = Cmd::new("sh")
+        .args(["-c", "echo program output"])
+        .run_heapledger(&fifo, &[]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let bytes = r.join().unwrap();
+    assert!(
+        bytes.starts_with(b"SQLite format 3\0"),
+        "{} bytes",
+        bytes.len()
+    );
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    // export -o FIFO: folded stacks.
+    let store = tmp.join("p.sqlite");
+    std::fs::write(&store, &bytes).unwrap();
+    let r = reader();
+    let e = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["export", "--format", "folded", "-o"])
+        .arg(&fifo)
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(
+        e.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    let text = String::from_utf8(r.join().unwrap()).unwrap();
+    assert!(
+        !text.is_empty() && text.lines().all(|l| l.rsplit_once(' ').is_some()),
+        "{text}"
+    );
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}
+
 /// `$TMPDIR` names a directory that does not exist: the program's dumps go
 /// to /tmp instead, the program runs and its profile is written.
 #[test]
