@@ -208,7 +208,7 @@ pub(super) fn stack(st: &mut ThreadState, fp: u64) -> u32 {
             && !crate::process::control::stacks_off()
             && !degrade::no_stacks() =>
         {
-            super::enter_exit::charge_deepest(st);
+            crate::thread::shadow::charge_deepest(st);
             match super::enter_exit::shadow_stack(fp) {
                 0 => no_stack(),
                 id => id,

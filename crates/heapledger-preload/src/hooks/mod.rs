@@ -31,7 +31,6 @@ mod api;
 mod dl;
 mod enter;
 mod enter_exit;
-pub use enter_exit::charge_deepest;
 mod lean;
 mod main;
 mod mmap;

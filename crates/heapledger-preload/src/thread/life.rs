@@ -25,7 +25,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
     if core::ptr::eq(t.state.get(), st) {
         t.retired.set(st);
         // SAFETY: this thread's live state, in the recorder.
-        crate::hooks::charge_deepest(unsafe { &mut *st });
+        super::shadow::charge_deepest(unsafe { &mut *st });
     }
     retire(st);
     t.state.set(DEAD);

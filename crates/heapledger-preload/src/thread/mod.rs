@@ -11,6 +11,7 @@ pub mod bounds;
 pub mod freeze;
 pub mod life;
 pub mod scatter;
+pub mod shadow;
 pub mod side;
 pub mod state;
 pub mod tls;

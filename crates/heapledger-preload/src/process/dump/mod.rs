@@ -70,7 +70,7 @@ fn write_here(why: &str) {
         let s = crate::thread::state::existing(tls::tls());
         if crate::thread::state::is_live(s) {
             // SAFETY: this thread's live state, in the recorder.
-            crate::hooks::charge_deepest(unsafe { &mut *s });
+            crate::thread::shadow::charge_deepest(unsafe { &mut *s });
         }
     }
     let file = match reserved() {
