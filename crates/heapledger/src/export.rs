@@ -401,20 +401,12 @@ pub fn flamegraph_svg(o: &Opened, samples: &Samples, weights: Weights) -> Result
         weights.metric,
     );
     // The callers' view is the bottom-up tree, drawn downwards.
-    let direction = if weights.inverted {
+    if weights.inverted {
         opts.direction = inferno::flamegraph::Direction::Inverted;
-        Direction::BottomUp
-    } else {
-        Direction::TopDown
-    };
-    // A quarter of inferno's narrowest frame, in weight.
-    let width = opts.image_width.unwrap_or(1200) as f64;
-    let min_weight = (samples.total_weight() as f64 * opts.min_width / width / 4.0).floor() as u64;
-    let min_weight = min_weight.max(1);
-    let lines = match weights.collapse {
-        CollapseMode::None => pruned_lines(samples, direction == Direction::BottomUp, min_weight),
-        collapse => flame_lines(samples, collapse, direction, min_weight),
-    };
+    }
+    let lines = flame_input(samples, &weights, &opts);
+    // inferno takes them in this order (`flame_frames` lays them out so).
+    opts.no_sort = true;
     if lines.is_empty() {
         anyhow::bail!(
             "the profile has no stack with {} to draw",
@@ -425,6 +417,80 @@ pub fn flamegraph_svg(o: &Opened, samples: &Samples, weights: Weights) -> Result
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut svg)
         .map_err(|e| anyhow!("{e}"))?;
     Ok(svg)
+}
+
+/// The folded lines the flame graph of `samples` draws (frames narrower
+/// than a quarter of inferno's narrowest drawn frame left out), sorted as
+/// inferno would sort them.
+fn flame_input(
+    samples: &Samples,
+    weights: &Weights,
+    opts: &inferno::flamegraph::Options<'_>,
+) -> Vec<String> {
+    let direction = match weights.inverted {
+        true => Direction::BottomUp,
+        false => Direction::TopDown,
+    };
+    let width = opts.image_width.unwrap_or(1200) as f64;
+    let min_weight = (samples.total_weight() as f64 * opts.min_width / width / 4.0).floor() as u64;
+    let min_weight = min_weight.max(1);
+    let mut lines = match weights.collapse {
+        CollapseMode::None => pruned_lines(samples, direction == Direction::BottomUp, min_weight),
+        collapse => flame_lines(samples, collapse, direction, min_weight),
+    };
+    lines.sort_unstable();
+    lines
+}
+
+/// The frames of the flame graph of `samples` by `weights`, each as
+/// `depth:x` (inferno's `fg:x`, in weight; depth 0 is its `all`) with the
+/// routines from its root (names as folded lines write them).
+pub fn flame_frames(samples: &Samples, weights: &Weights) -> Vec<(String, Vec<String>)> {
+    let opts = flame_options(String::new(), weights.metric);
+    let lines = flame_input(samples, weights, &opts);
+    let mut out = vec![("0:0".to_owned(), Vec::new())];
+    let mut prev: Vec<&str> = Vec::new();
+    let mut x: u64 = 0;
+    for line in &lines {
+        let Some((stack, w)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let names: Vec<&str> = stack.split(';').collect();
+        let same = prev.iter().zip(&names).take_while(|(a, b)| a == b).count();
+        for d in same..names.len() {
+            let path = names[..=d].iter().map(|n| (*n).to_owned()).collect();
+            out.push((format!("{}:{x}", d + 1), path));
+        }
+        x += w.parse::<u64>().unwrap_or(0);
+        prev = names;
+    }
+    out
+}
+
+/// The inclusive weight of the node at `path` (routines from its root,
+/// named as folded lines write them) in `tree`, if it has one.
+pub fn node_weight(tree: &CallTree, samples: &Samples, path: &[String]) -> Option<u64> {
+    let name = |id: NodeId| {
+        let r = tree[id].routine();
+        samples
+            .routines()
+            .name(r)
+            .replace(';', ":")
+            .replace('\n', " ")
+    };
+    // Of the children so named, the node rather than a stub.
+    let pick = |ids: &[NodeId], n: &str| {
+        ids.iter()
+            .copied()
+            .filter(|&c| name(c) == n)
+            .min_by_key(|&c| tree[c].is_stub())
+    };
+    let (first, rest) = path.split_first()?;
+    let mut at = pick(tree.roots(), first)?;
+    for n in rest {
+        at = pick(tree.children(at), n)?;
+    }
+    Some(tree[at].inclusive())
 }
 
 /// inferno's options with a title, the metric's unit and no randomness

@@ -95,7 +95,22 @@ fn tree_rows(rows: &serde_json::Value) -> Vec<(String, u64)> {
 }
 
 /// "make_buffer (1,300 bytes, 23.62%)" -> ("make_buffer", 1300)
+/// `n` as the viewer shows counts: with a comma every three digits.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn frame(title: &str) -> (String, u64) {
+    // inferno's first line; every metric's weight follows (the viewer's).
+    let title = title.lines().next().unwrap_or("");
     let (name, rest) = title.rsplit_once(" (").unwrap();
     let n = rest.split_whitespace().next().unwrap().replace(',', "");
     (name.to_owned(), n.parse().unwrap())
@@ -151,6 +166,45 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
     let nodes = sorted_nodes(&[]);
     assert_eq!(frames("flame"), nodes);
     assert_eq!(seen["flameZoom"], true, "a click did not zoom");
+    // A frame's tooltip: its weight by every metric, as the call tree of
+    // each weighs its node; inferno's search still reads its name alone.
+    let tooltip = seen["flameTooltip"].as_str().expect("main's tooltip");
+    let main_by = |metric: &str| {
+        tree_nodes(store, &["--metric", metric])
+            .into_iter()
+            .find(|n| n.0 == "main")
+            .map(|n| n.1)
+            .unwrap()
+    };
+    let lines: Vec<&str> = tooltip.lines().collect();
+    assert!(lines[0].starts_with("main ("), "{tooltip}");
+    let count = main_by("count");
+    assert!(
+        lines.contains(&format!("allocations: {}", thousands(count)).as_str()),
+        "{tooltip}: main has {count} allocations"
+    );
+    for name in [
+        "bytes allocated: ",
+        "bytes at peak: ",
+        "bytes leaked: ",
+        "temporary allocations: ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(name)),
+            "{name} in {tooltip}"
+        );
+    }
+    assert!(
+        seen["flameSearchAfterTooltips"]
+            .as_str()
+            .unwrap()
+            .starts_with("Matched: "),
+        "{seen:#}"
+    );
+    assert_ne!(
+        seen["flameSearchAfterTooltips"], "Matched: 0.0%",
+        "{seen:#}"
+    );
     let metric = seen["flameInvertedMetric"].as_str().unwrap();
     assert_eq!(
         frames("flameInverted"),

@@ -100,6 +100,49 @@ async function overview() {
 }
 
 // ---- Flame graph (inferno's SVG: zoom, search, tooltips) ----
+// Added to inferno's SVG: each frame's tooltip gets every metric's weight
+// once the page sends them (`flameinfo`, keyed by depth and inferno's
+// fg:x); inferno's search keeps reading the first line only. Messages,
+// not the frame's document: a page opened from a file cannot reach it.
+function tooltipScript(inverted) {
+  return `<script><![CDATA[
+(function () {
+  var inverted = ${inverted ? "true" : "false"};
+  window.g_to_func = function (e) {
+    var t = g_to_text(e);
+    return t == null ? t : t.split("\\n")[0].replace(/ \\([^(]*\\)$/, "");
+  };
+  window.addEventListener("message", function (ev) {
+    var texts = ev.data && ev.data.heapledgerTooltips;
+    if (!texts) return;
+    var rects = Array.prototype.filter.call(document.querySelectorAll("g > rect"), function (r) { return r.hasAttribute("fg:x"); });
+    var ys = [];
+    rects.forEach(function (r) { var y = Number(r.getAttribute("y")); if (ys.indexOf(y) === -1) ys.push(y); });
+    ys.sort(function (a, b) { return a - b; });
+    rects.forEach(function (r) {
+      var i = ys.indexOf(Number(r.getAttribute("y")));
+      var depth = inverted ? i : ys.length - 1 - i;
+      var extra = texts[depth + ":" + r.getAttribute("fg:x")];
+      var t = r.parentNode.querySelector("title");
+      if (extra && t) t.textContent = t.textContent.split("\\n")[0] + "\\n" + extra;
+    });
+    document.documentElement.setAttribute("data-tooltips", "all");
+  });
+})();
+]]><\/script>`;
+}
+
+// A flame graph frame's weights by every metric, one line each.
+function tooltipTexts(info) {
+  const shown = (unit, v) => unit === "bytes" ? bytes(v) : unit === "ns" ? seconds(v / 1e9) : num(v);
+  const texts = {};
+  for (const [key, values] of Object.entries(info.frames)) {
+    texts[key] = info.metrics.map((m, j) => values[j] === null ? null : `${m}: ${shown(info.units[j], values[j])}`)
+      .filter((l) => l !== null).join("\n");
+  }
+  return texts;
+}
+
 let flameAsked = 0;
 async function flame() {
   const m = document.getElementById("flame-metric").value;
@@ -116,6 +159,7 @@ async function flame() {
     // inferno's script keeps its zoom and search in the URL; a blob: URL
     // has none to change, which would stop the script: without it then.
     svg = svg.replaceAll("history.replaceState(", "(function(){try{history.replaceState.apply(history,arguments)}catch(e){}})(");
+    svg = svg.replace(/<\/svg>\s*$/, tooltipScript(inv) + "</svg>");
     // The graph shown before is let go once the new one has loaded, not
     // while the frame may still be reading it.
     const before = frame.dataset.url;
@@ -127,6 +171,11 @@ async function flame() {
     frame.style.height = `${height + 24}px`;
     frame.onload = () => {
       if (before) URL.revokeObjectURL(before);
+      // Every metric in the tooltips, where the data is there (a file
+      // holds it for its first graph).
+      api(`flameinfo?metric=${m}&inverted=${inv}&collapse=${c}`).then((info) => {
+        if (asked === flameAsked) frame.contentWindow.postMessage({ heapledgerTooltips: tooltipTexts(info) }, "*");
+      }).catch(() => {});
       const top = frame.getBoundingClientRect().top + window.scrollY;
       window.scrollTo(0, inv ? top - 120 : top + height + 24 - window.innerHeight);
     };

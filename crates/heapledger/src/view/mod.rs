@@ -229,6 +229,16 @@ pub fn answer(
             let samples = samples_of(o, cache, weights.metric)?;
             Ok(("image/svg+xml", flamegraph_svg(o, samples, weights)?))
         }
+        // Every metric's weight of each frame of a flame graph (keyed
+        // `depth:x` as the SVG lays frames out), for its tooltips.
+        "flameinfo" => {
+            let weights = Weights {
+                metric: metric_of(query)?,
+                inverted: param(query, "inverted") == Some("1"),
+                collapse: collapse_of(query)?,
+            };
+            Ok((JSON, serde_json::to_vec(&flame_info(o, cache, weights)?)?))
+        }
         "tree" => {
             let metric = metric_of(query)?;
             let direction = match param(query, "direction").unwrap_or("top-down") {
@@ -252,6 +262,64 @@ pub fn answer(
         }
         _ => Err(anyhow!("no data `{name}`")),
     }
+}
+
+/// The weights that a flame graph's tooltips show: every metric the
+/// profile has.
+fn tooltip_metrics(o: &Opened) -> Vec<Metric> {
+    let mut m = vec![
+        Metric::Count,
+        Metric::Bytes,
+        Metric::Peak,
+        Metric::Leaked,
+        Metric::Temporary,
+        Metric::Lifetime,
+    ];
+    if o.profile
+        .heapledger
+        .as_ref()
+        .is_some_and(|e| !e.time_lost.is_empty())
+    {
+        m.push(Metric::Waited);
+    }
+    m
+}
+
+/// `flameinfo`: for each frame of the flame graph of `weights` (`depth:x`,
+/// see `export::flame_frames`), its inclusive weight by every metric of
+/// [`tooltip_metrics`] (null where that metric's tree has no such node).
+fn flame_info(
+    o: &Opened,
+    cache: &mut Option<(Metric, Samples)>,
+    weights: Weights,
+) -> Result<serde_json::Value> {
+    let frames = crate::export::flame_frames(samples_of(o, cache, weights.metric)?, &weights);
+    let metrics = tooltip_metrics(o);
+    let direction = match weights.inverted {
+        true => Direction::BottomUp,
+        false => Direction::TopDown,
+    };
+    let mut values: Vec<Vec<Option<u64>>> = vec![Vec::with_capacity(metrics.len()); frames.len()];
+    for &m in &metrics {
+        let samples = samples_of(o, cache, m)?;
+        let tree = CallTree::build(samples, weights.collapse, direction);
+        for ((_, path), v) in frames.iter().zip(values.iter_mut()) {
+            v.push(match path.is_empty() {
+                true => Some(tree.total_weight()),
+                false => crate::export::node_weight(&tree, samples, path),
+            });
+        }
+    }
+    let frames: serde_json::Map<String, serde_json::Value> = frames
+        .into_iter()
+        .zip(values)
+        .map(|((key, _), v)| (key, serde_json::json!(v)))
+        .collect();
+    Ok(serde_json::json!({
+        "metrics": metrics.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "units": metrics.iter().map(|m| m.unit()).collect::<Vec<_>>(),
+        "frames": frames,
+    }))
 }
 
 /// One row per thread: its number, memory operations, calls and bytes per
@@ -459,6 +527,11 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
             let svg = String::from_utf8(svg)?;
             data.insert(format!("flame?{q}"), svg.into());
         }
+    }
+    // The first flame graph's tooltips with every metric.
+    let q = "metric=bytes&inverted=0&collapse=none";
+    if let Ok((_, info)) = answer(o, &mut cache, "flameinfo", q) {
+        data.insert(format!("flameinfo?{q}"), serde_json::from_slice(&info)?);
     }
     for (direction, collapse) in [
         ("top-down", "none"),

@@ -58,6 +58,17 @@ try {
     return f.$$eval("g > title", (ts) => ts.map((t) => t.textContent));
   };
   seen.flame = await flameTitles();
+  // Every metric in the tooltips, once the page has sent them.
+  const tooltipOf = async (start) => {
+    const f = await svgFrame();
+    await f.waitForSelector("svg[data-tooltips]", { state: "attached", timeout: 30000 });
+    return f.$$eval("g > title", (ts, s) => (ts.find((t) => t.textContent.startsWith(s)) || {}).textContent || null, start);
+  };
+  seen.flameTooltip = await tooltipOf("main ");
+  seen.flameSearchAfterTooltips = await (await svgFrame()).evaluate(() => {
+    search("^main$");
+    return document.getElementById("matched").textContent;
+  });
   // Zoom: a click on a frame in the SVG (inferno's own script).
   seen.flameZoom = await (await svgFrame()).evaluate(() => {
     const g = [...document.querySelectorAll("g")].find((x) => x.querySelector("title")?.textContent.startsWith("main "));
