@@ -166,6 +166,26 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
     let nodes = sorted_nodes(&[]);
     assert_eq!(frames("flame"), nodes);
     assert_eq!(seen["flameZoom"], true, "a click did not zoom");
+    // The breadcrumb: all, the frames from the root, main last; "all"
+    // zooms out.
+    let crumbs: Vec<&str> = seen["flameCrumbs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (crumbs.first(), crumbs.last()),
+        (Some(&"all"), Some(&"main")),
+        "{crumbs:?}"
+    );
+    assert!(crumbs.contains(&"_start"), "{crumbs:?}");
+    assert_eq!(seen["flameUnzoomedByCrumb"], true, "{seen:#}");
+    assert_eq!(
+        seen["flameMainLabel"].as_str().map(str::trim),
+        Some("main"),
+        "{seen:#}"
+    );
     // A frame's tooltip: its weight by every metric, as the call tree of
     // each weighs its node; inferno's search still reads its name alone.
     let tooltip = seen["flameTooltip"].as_str().expect("main's tooltip");

@@ -108,6 +108,21 @@ function tooltipScript(inverted) {
   return `<script><![CDATA[
 (function () {
   var inverted = ${inverted ? "true" : "false"};
+  // A frame's label is its name, whatever its tooltip holds: inferno
+  // reads the titles to label frames (after a zoom, a resize).
+  function firstLines(elements, f) {
+    var saved = [];
+    for (var i = 0; i < elements.length; i++) {
+      var t = find_child(elements[i], "title");
+      var full = t ? t.textContent : "", first = full.split("\\n")[0];
+      if (t && first !== full) { saved.push([t, full]); t.textContent = first; }
+    }
+    f();
+    saved.forEach(function (s) { s[0].textContent = s[1]; });
+  }
+  var origUpdateText = update_text, origUpdateTexts = update_text_for_elements;
+  window.update_text = function (e) { firstLines([e], function () { origUpdateText(e); }); };
+  window.update_text_for_elements = function (els) { firstLines(els, function () { origUpdateTexts(els); }); };
   window.g_to_func = function (e) {
     var t = g_to_text(e);
     return t == null ? t : t.split("\\n")[0].replace(/ \\([^(]*\\)$/, "");
@@ -128,6 +143,52 @@ function tooltipScript(inverted) {
     });
     document.documentElement.setAttribute("data-tooltips", "all");
   });
+  // The zoomed frame's path, for the page's breadcrumb; a crumb zooms
+  // back to its frame.
+  var ys = null;
+  function depthOf(r) {
+    if (!ys) {
+      ys = [];
+      document.querySelectorAll("g > rect").forEach(function (x) {
+        var y = Number(x.getAttribute("y"));
+        if (x.hasAttribute("fg:x") && ys.indexOf(y) === -1) ys.push(y);
+      });
+      ys.sort(function (a, b) { return a - b; });
+    }
+    var i = ys.indexOf(Number(r.getAttribute("y")));
+    return inverted ? i : ys.length - 1 - i;
+  }
+  function keyOf(r) { return depthOf(r) + ":" + r.getAttribute("fg:x"); }
+  function tell(node) {
+    var path = [];
+    if (node) {
+      var rect = node.querySelector("rect");
+      var x = Number(rect.getAttribute("fg:x")), w = Number(rect.getAttribute("fg:w")), d = depthOf(rect);
+      document.querySelectorAll("g > rect").forEach(function (r) {
+        if (!r.hasAttribute("fg:x")) return;
+        var rx = Number(r.getAttribute("fg:x")), rw = Number(r.getAttribute("fg:w")), rd = depthOf(r);
+        if (rd >= 1 && rd <= d && rx <= x && rx + rw >= x + w) {
+          var t = r.parentNode.querySelector("title");
+          path.push({ depth: rd, key: keyOf(r), name: t ? g_to_func(r.parentNode) : "?" });
+        }
+      });
+      path.sort(function (a, b) { return a.depth - b.depth; });
+    }
+    parent.postMessage({ heapledgerZoomed: path }, "*");
+  }
+  var origZoom = zoom, origUnzoom = unzoom;
+  window.zoom = function (node) { origZoom(node); tell(node); };
+  window.unzoom = function () { origUnzoom.apply(this, arguments); tell(null); };
+  window.addEventListener("message", function (ev) {
+    if (!ev.data || !("heapledgerZoomTo" in ev.data)) return;
+    var key = ev.data.heapledgerZoomTo;
+    unzoom();
+    if (key === null) return;
+    var rect = Array.prototype.find.call(document.querySelectorAll("g > rect"), function (r) {
+      return r.hasAttribute("fg:x") && keyOf(r) === key;
+    });
+    if (rect) zoom(rect.parentNode);
+  });
 })();
 ]]><\/script>`;
 }
@@ -142,6 +203,20 @@ function tooltipTexts(info) {
   }
   return texts;
 }
+
+// The breadcrumb of the zoomed frame: "all", then each frame down to it;
+// a click zooms there.
+window.addEventListener("message", (ev) => {
+  const frame = document.getElementById("flame-frame");
+  if (ev.source !== frame.contentWindow || !ev.data || !ev.data.heapledgerZoomed) return;
+  const crumbs = document.getElementById("flame-crumbs");
+  const to = (key) => () => frame.contentWindow.postMessage({ heapledgerZoomTo: key }, "*");
+  const path = ev.data.heapledgerZoomed;
+  if (!path.length) { crumbs.replaceChildren(); return; }
+  const kids = [el("a", { onclick: to(null) }, "all")];
+  for (const p of path) kids.push(el("span", { class: "sep" }, "›"), el("a", { onclick: to(p.key) }, p.name));
+  crumbs.replaceChildren(...kids);
+});
 
 let flameAsked = 0;
 async function flame() {
@@ -179,6 +254,7 @@ async function flame() {
       const top = frame.getBoundingClientRect().top + window.scrollY;
       window.scrollTo(0, inv ? top - 120 : top + height + 24 - window.innerHeight);
     };
+    document.getElementById("flame-crumbs").replaceChildren();
     frame.src = url;
     frame.dataset.shown = `${m},${inv},${c}`;
   } catch (e) {

@@ -77,6 +77,17 @@ try {
     // inferno shows its "Reset Zoom" once zoomed.
     return !document.getElementById("unzoom").classList.contains("hide");
   });
+  // Labels after the zoom: the frame's name, not its whole tooltip.
+  seen.flameMainLabel = await (await svgFrame()).evaluate(() => {
+    const g = [...document.querySelectorAll("g")].find((x) => x.querySelector("title")?.textContent.startsWith("main "));
+    return g ? g.querySelector("text").textContent : null;
+  });
+  // The breadcrumb of the zoom: "all" down to main; "all" zooms out.
+  await page.waitForSelector("#flame-crumbs a", { timeout: 20000 });
+  seen.flameCrumbs = await page.$$eval("#flame-crumbs a", (as) => as.map((a) => a.textContent));
+  await page.click("#flame-crumbs a >> nth=0");
+  await page.waitForFunction(() => !document.querySelector("#flame-crumbs a"), null, { timeout: 20000 });
+  seen.flameUnzoomedByCrumb = await (await svgFrame()).evaluate(() => document.getElementById("unzoom").classList.contains("hide"));
   // Search: inferno's own, as its Search button runs it.
   seen.flameSearch = await (await svgFrame()).evaluate(() => {
     search("^make_");
