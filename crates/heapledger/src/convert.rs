@@ -812,24 +812,6 @@ fn scatter_of(cells: &[Vec<(u64, u64, u64)>; 2]) -> mp::Scatter {
     s
 }
 
-#[cfg(test)]
-mod tests {
-    use super::shell_command;
-
-    #[test]
-    fn command_lines_are_quoted_as_a_shell_reads_them() {
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            shell_command(&args(&["./prog", "-x", "a=b"])),
-            "./prog -x a=b"
-        );
-        assert_eq!(
-            shell_command(&args(&["./prog", "", "a b", "it's", "$HOME"])),
-            "./prog '' 'a b' 'it'\\''s' '$HOME'"
-        );
-    }
-}
-
 /// A frame the program labelled: `FILE:LINE in FUNCTION` read as such
 /// (an interpreter's frames), any other label as a function's name; its
 /// binary `[pushed]`.
@@ -850,5 +832,39 @@ fn label_frame(text: &str) -> Resolved {
             file: None,
             line: None,
         })],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_command;
+
+    #[test]
+    fn command_lines_are_quoted_as_a_shell_reads_them() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shell_command(&args(&["./prog", "-x", "a=b"])),
+            "./prog -x a=b"
+        );
+        assert_eq!(
+            shell_command(&args(&["./prog", "", "a b", "it's", "$HOME"])),
+            "./prog '' 'a b' 'it'\\''s' '$HOME'"
+        );
+    }
+
+    #[test]
+    fn labels_read_as_file_line_and_function() {
+        let f = &super::label_frame("lib/app.py:12 in build").frames[0];
+        assert_eq!(
+            (f.function.as_deref(), f.file.as_deref(), f.line),
+            (Some("build"), Some("lib/app.py"), Some(12))
+        );
+        let f = &super::label_frame("parse header").frames[0];
+        assert_eq!(
+            (f.function.as_deref(), f.file.as_deref(), f.line),
+            (Some("parse header"), None, None)
+        );
+        let f = &super::label_frame("x:y in z").frames[0];
+        assert_eq!(f.function.as_deref(), Some("x:y in z"));
     }
 }

@@ -20,15 +20,6 @@ fn heapledger(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn include_dir() -> String {
-    format!(
-        "-I{}",
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../heapledger-preload/include")
-            .display()
-    )
-}
-
 /// `export --format malt` of `what` (a store, or `STORE:LABEL`) into
 /// `out`, read back.
 fn malt_of(what: &str, out: &Path) -> heapledger_profile::Profile {
@@ -46,7 +37,7 @@ fn malt_of(what: &str, out: &Path) -> heapledger_profile::Profile {
 
 fn build_control(dir: &Scratch) -> PathBuf {
     let exe = dir.join("control");
-    let inc = include_dir();
+    let inc = header_include();
     let mut flags = SITE_FLAGS.to_vec();
     flags.extend(["-rdynamic", inc.as_str()]);
     compile("cc", &["control.c"], &flags, &exe);
@@ -575,7 +566,7 @@ fn header_prints_the_header_the_tests_build_with() {
 fn recording_switched_off_for_one_thread() {
     let dir = Scratch::new("control-disable");
     let exe = dir.join("disable");
-    let inc = include_dir();
+    let inc = header_include();
     let mut flags = SITE_FLAGS.to_vec();
     flags.extend([inc.as_str(), "-pthread"]);
     compile("cc", &["disable.c"], &flags, &exe);

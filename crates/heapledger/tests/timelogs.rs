@@ -15,12 +15,7 @@ use std::process::Command;
 fn tracebacks_and_logs_of_the_programs_own() {
     let dir = Scratch::new("timelogs");
     let exe = dir.join("timelogs");
-    let inc = format!(
-        "-I{}",
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../heapledger-preload/include")
-            .display()
-    );
+    let inc = header_include();
     let mut flags = SITE_FLAGS.to_vec();
     flags.extend(["-pthread", inc.as_str()]);
     compile("cc", &["timelogs.c"], &flags, &exe);

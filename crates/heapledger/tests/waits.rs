@@ -241,12 +241,7 @@ fn the_call_tree_and_flame_graph_weigh_time_lost() {
 fn time_lost_the_program_records_itself() {
     let dir = Scratch::new("waits-user");
     let exe = dir.join("userwaits");
-    let inc = format!(
-        "-I{}",
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../heapledger-preload/include")
-            .display()
-    );
+    let inc = header_include();
     let mut flags = SITE_FLAGS.to_vec();
     flags.push(&inc);
     compile("cc", &["userwaits.c"], &flags, &exe);

@@ -90,6 +90,17 @@ pub fn compile(compiler: &str, sources: &[&str], flags: &[&str], out: &Path) {
 /// no builtin malloc/free (gcc removes pairs it can see through otherwise).
 pub const SITE_FLAGS: &[&str] = &["-g", "-O1", "-fno-builtin", "-fno-omit-frame-pointer"];
 
+/// `-I` of the folder of `heapledger.h`, for programs that steer the
+/// recorder.
+pub fn header_include() -> String {
+    format!(
+        "-I{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../heapledger-preload/include")
+            .display()
+    )
+}
+
 /// Builds a C test program that uses threads, with `SITE_FLAGS`, as
 /// `dir/<name>` where the source is `<name>.c`; returns its path.
 #[allow(dead_code)]
