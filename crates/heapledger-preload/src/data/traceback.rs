@@ -111,10 +111,15 @@ pub fn push(parent: u32, frame: u64) -> Option<u32> {
     Some(i)
 }
 
-/// One more reference on `i` (none on [`NONE`]).
+/// One more reference on `i` (none on [`NONE`], nor on a node already
+/// freed: a handle the program released too often).
 pub fn retain(i: u32) {
     if i != NONE {
-        node(i).refs.fetch_add(1, Ordering::Relaxed);
+        let _ = node(i)
+            .refs
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                (r > 0).then_some(r + 1)
+            });
     }
 }
 
@@ -123,7 +128,11 @@ pub fn retain(i: u32) {
 pub fn release(mut i: u32) {
     while i != NONE {
         let n = node(i);
-        if n.refs.fetch_sub(1, Ordering::AcqRel) != 1 {
+        // A node already freed (released once too often) stays as it is.
+        let was = n
+            .refs
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| r.checked_sub(1));
+        if was != Ok(1) {
             return;
         }
         let parent = n.parent.load(Ordering::Relaxed);
@@ -216,10 +225,15 @@ mod tests {
         v
     }
 
+    /// The tests that count nodes alive, one at a time (the pool is the
+    /// process's).
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     // The edge cases of timelog.md, on the nodes themselves (the program's
     // calls are tested end to end in tests/timelogs.rs).
     #[test]
     fn snapshots_share_prefixes_and_release_to_the_baseline() {
+        let _one = SERIAL.lock();
         let base = alive();
         // push a, push b, snapshot; pop; push c, snapshot.
         let a = push(NONE, 0xa).unwrap();
@@ -251,6 +265,24 @@ mod tests {
         let d = push(NONE, 0xd).unwrap();
         assert_eq!(POOL.lock().made, made);
         release(d);
+    }
+
+    #[test]
+    fn a_handle_released_too_often_frees_nothing_more() {
+        let _one = SERIAL.lock();
+        let base = alive();
+        let a = push(NONE, 0x1).unwrap();
+        let b = push(a, 0x2).unwrap();
+        release(b);
+        assert_eq!(alive(), base);
+        // b and a are free now: a second release of b, or a retain, leave
+        // the pool as it is.
+        release(b);
+        retain(b);
+        assert_eq!(alive(), base);
+        let c = push(NONE, 0x3).unwrap();
+        assert_eq!(frame(c), 0x3);
+        release(c);
     }
 
     #[test]
