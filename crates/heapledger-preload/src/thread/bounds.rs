@@ -53,6 +53,21 @@ pub(super) fn stack_bounds() -> (u64, u64) {
     }
 }
 
+/// Where this thread's stack use is measured from: the stack pointer the
+/// main thread started with (`__libc_stack_end`: not the page above it,
+/// whose arguments and environment are no frame's, and whose offset in its
+/// page differs from run to run), or the top of another thread's stack.
+pub(super) fn use_top(hi: u64) -> u64 {
+    // SAFETY: system calls with no preconditions; `__libc_stack_end` is
+    // set by ld.so before any code runs.
+    unsafe {
+        if libc::getpid() == libc::gettid() && (__libc_stack_end as u64) <= hi {
+            return __libc_stack_end as u64;
+        }
+    }
+    hi
+}
+
 /// This thread's stack as far as it may grow (the main thread's, down to
 /// its size limit), for `side.rs`; (0, 0) if unknown.
 pub fn room_bounds() -> (u64, u64) {

@@ -323,7 +323,11 @@ impl ThreadState {
             scatter_head: super::scatter::HEAD,
             scatter_gap: 0,
             stack_lo: lo,
-            stack_top: hi,
+            stack_top: if with_unwind {
+                super::bounds::use_top(hi)
+            } else {
+                hi
+            },
             stack_peak: 0,
             stack_peak_id: u32::MAX,
             unwind,
