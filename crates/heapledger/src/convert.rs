@@ -75,7 +75,11 @@ fn meminfo(key: &str) -> u64 {
 }
 
 /// Builds the profile of one dumped process.
-pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symbols) -> Profile {
+pub fn to_profile(
+    d: &mut Dump,
+    end: &ProcessEnd,
+    symbols: &heapledger_symbols::Symbols,
+) -> Profile {
     let modules: Vec<MappedModule> = d
         .modules
         .iter()
@@ -326,9 +330,15 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
     p.config.set("stack", "maxDepth", d.max_depth);
     p.config.set("output", "name", "heapledger");
 
+    // By index from here: each dump stack's frames are let go once its
+    // profile stack is made, which the next ones reuse.
+    let merged: Vec<(usize, u64)> = merged
+        .into_iter()
+        .map(|(_, first, id)| (first, id))
+        .collect();
     p.stacks.stats.reserve(merged.len());
     let mut text = [0u8; 24];
-    for (at, &(key, first, id)) in merged.iter().enumerate() {
+    for (at, &(first, id)) in merged.iter().enumerate() {
         let c = sums.get(&at).unwrap_or(&d.stacks[first].counters);
         let infos = StackInfos {
             count_zeros: c.totals.zeros as i64,
@@ -344,13 +354,26 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             realloc_sum_delta: c.totals.realloc_delta,
             temporary: c.totals.temporary,
         };
+        let key = match rebuilt_at.get(&first) {
+            Some(&(from, to)) => &rebuilt[from..to],
+            None => &d.stacks[first].frames[skips[first]..],
+        };
+        let stack = key.iter().map(addr).collect();
+        d.stacks[first].frames = Vec::new();
         p.stacks.push(StackStat::new(
             // "0x..." as format! writes it, without its machinery.
             Addr::native(id).format_into(&mut text),
-            key.iter().map(addr).collect(),
+            stack,
             infos,
         ));
     }
+    // The dump's stacks are the profile's now: their memory (a quarter of
+    // a kilobyte and more for each) goes before the rest is built and the
+    // profile written, which reuse it.
+    drop(merged);
+    drop(sums);
+    d.stacks = Vec::new();
+    let frames_of = |at: usize| p.stacks.stats[at].stack.clone();
 
     // One leak entry per merged stack (recorded stacks that became one add up).
     let mut leak_of: HashMap<usize, usize> = HashMap::default();
@@ -367,7 +390,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             None => {
                 leak_of.insert(at, p.leaks.len());
                 p.leaks.push(mp::Leak {
-                    stack: merged[at].0.iter().map(addr).collect(),
+                    stack: frames_of(at),
                     count: l.count,
                     memory: l.bytes,
                 });
@@ -420,7 +443,7 @@ pub fn to_profile(d: &Dump, end: &ProcessEnd, symbols: &heapledger_symbols::Symb
             // one without counters (an enter/exit stack's deepest entry)
             // as written.
             let frames: Vec<Addr> = match id_map.get(&u.stack) {
-                Some(&at) => merged[at].0.iter().map(addr).collect(),
+                Some(&at) => frames_of(at),
                 None => u.frames.iter().map(addr).collect(),
             };
             ts.stack_mem = mp::StackMem {

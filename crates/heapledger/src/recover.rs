@@ -116,7 +116,7 @@ pub fn recover(out_dir: &Path) -> Result<u8> {
     let symbols = heapledger_symbols::Symbols::new();
     let mut failed = false;
     for l in found {
-        let read = crate::dumps::read_dumps(&l.dir, &[])
+        let mut read = crate::dumps::read_dumps(&l.dir, &[])
             .with_context(|| format!("cannot read {}", l.dir.display()))?;
         failed |= read.unreadable;
         // One store per interrupted run, named after its first process
@@ -133,12 +133,12 @@ pub fn recover(out_dir: &Path) -> Result<u8> {
         for &i in &order {
             // How it ended is unknown: heapledger was not there to see it.
             profiles.push(crate::convert::to_profile(
-                &read.dumps[i],
+                &mut read.dumps[i],
                 &ProcessEnd::default(),
                 &symbols,
             ));
         }
-        for d in &read.snapshots {
+        for d in &mut read.snapshots {
             profiles.push(crate::convert::to_profile(
                 d,
                 &ProcessEnd::default(),

@@ -120,8 +120,9 @@ impl Converter {
     /// Converts the dumps, in order, into profiles.
     pub fn convert(&self, job: Job) -> Reply<(Vec<Profile>, Job)> {
         self.call(move |symbols| {
+            let mut job = job;
             let p: Vec<Profile> = job
-                .iter()
+                .iter_mut()
                 .map(|(d, end)| convert::to_profile(d, end, symbols))
                 .collect();
             (p, job)
