@@ -225,7 +225,11 @@ pub(super) fn stack(st: &mut ThreadState, fp: u64) -> u32 {
 fn pushed_or_none(st: &ThreadState, top: u32, fp: u64) -> u32 {
     let with_stacks =
         st.unwind.is_some() || config::get().stack_mode == heapledger_wire::StackMode::EnterExit;
-    if !with_stacks || crate::process::control::stacks_off() || degrade::no_stacks() {
+    if !with_stacks || crate::process::control::stacks_off() {
+        return 0;
+    }
+    if degrade::no_stacks() {
+        degrade::WITHOUT_STACK.fetch_add(1, Ordering::Relaxed);
         return 0;
     }
     match super::user::user_stack(top, fp) {
