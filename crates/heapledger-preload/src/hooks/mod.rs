@@ -21,7 +21,8 @@
 //! - `main.rs`: __libc_start_main, for the exit status;
 //! - `wait.rs`: lock waits, condition variables, joins, semaphores (time lost);
 //! - `enter_exit.rs`: `--stack enter-exit`'s `__cyg_profile_func_enter`/`exit`;
-//! - `api.rs`: the calls of `heapledger.h` (control while the program runs).
+//! - `api.rs`: the calls of `heapledger.h` (control while the program runs);
+//! - `user.rs`: `heapledger.h`'s frames, tracebacks and time logs (timelog.md).
 
 #[macro_use]
 mod trampoline;
