@@ -122,3 +122,24 @@ fn heapledger_waits_json(dir: &Scratch) -> serde_json::Value {
         None => v,
     }
 }
+
+/// Forks while other threads push frames, intern labels and name kinds:
+/// the recorder takes those locks across the fork, so no child finds one
+/// held by a thread it did not inherit (it would spin for ever).
+#[test]
+fn forks_while_threads_push_frames_do_not_hang() {
+    let dir = Scratch::new("timelogs-fork");
+    let exe = dir.join("timelogs_fork");
+    let inc = header_include();
+    let mut flags = SITE_FLAGS.to_vec();
+    flags.extend(["-pthread", inc.as_str()]);
+    compile("cc", &["timelogs_fork.c"], &flags, &exe);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_heapledger"));
+    cmd.args(["run", "-q", "-o"])
+        .arg(dir.join("p.sqlite"))
+        .arg("--")
+        .arg(&exe);
+    let o = output_within(cmd, std::time::Duration::from_secs(120));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n");
+}

@@ -50,14 +50,14 @@ struct Node {
 static CHUNKS: [AtomicPtr<Node>; MAX_CHUNKS] =
     [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CHUNKS];
 
-struct Pool {
+pub(crate) struct Pool {
     /// First free node, or [`NONE`].
     free: u32,
     /// Nodes ever made.
     made: u32,
 }
 
-static POOL: SpinLock<Pool> = SpinLock::new(Pool {
+pub(crate) static POOL: SpinLock<Pool> = SpinLock::new(Pool {
     free: NONE,
     made: 0,
 });
@@ -166,12 +166,12 @@ pub fn alive() -> u64 {
 
 // ---- Labels ----
 
-struct Labels {
+pub(crate) struct Labels {
     text: alloc::vec::Vec<alloc::string::String>,
     ids: alloc::collections::BTreeMap<alloc::string::String, u32>,
 }
 
-static LABELS: SpinLock<Labels> = SpinLock::new(Labels {
+pub(crate) static LABELS: SpinLock<Labels> = SpinLock::new(Labels {
     text: alloc::vec::Vec::new(),
     ids: alloc::collections::BTreeMap::new(),
 });

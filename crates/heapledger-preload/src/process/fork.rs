@@ -17,7 +17,7 @@
 use crate::base::clock;
 use crate::base::sync::RawSpin;
 use crate::base::{arena, config, phase};
-use crate::data::{counters, live, modules, stacks, timeline};
+use crate::data::{counters, live, modules, stacks, timeline, timelog, traceback};
 use crate::process::{checkpoint, dump, end};
 use crate::thread::{freeze, life, side, state};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -42,13 +42,18 @@ fn locks() -> impl Iterator<Item = &'static RawSpin> {
     .into_iter()
     .chain(live::SHARD_TABLE.iter().map(|s| s.0.raw()))
     .chain([
+        // The program's own frames and names (heapledger.h): taken inside
+        // a dump's lock, and taking the arena's lock inside theirs.
+        traceback::POOL.raw(),
+        traceback::LABELS.raw(),
+        timelog::USER_KINDS.raw(),
         state::ORPHAN.raw(),
         live::inherited::INHERITED.raw(),
         arena::ARENA_LOCK.raw(),
     ])
 }
 
-const LOCKS: usize = 9 + live::SHARD_TABLE.len() + 3;
+const LOCKS: usize = 9 + live::SHARD_TABLE.len() + 6;
 
 /// Locks `prepare` left to a frame below it on the forking thread, by their
 /// place in `locks()`.
