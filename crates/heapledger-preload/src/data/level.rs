@@ -102,7 +102,7 @@ fn has_cx16() -> bool {
 /// 0: not asked yet, 1: `cmpxchg16b` is there, 2: it is not.
 static CX16: AtomicU8 = AtomicU8::new(0);
 /// Orders the moves where `cmpxchg16b` is missing.
-static LOCK: RawSpin = RawSpin::new();
+pub(crate) static LOCK: RawSpin = RawSpin::new();
 
 #[cold]
 fn apply_locked(p: *mut u64, delta: i64) -> Move {

@@ -37,7 +37,7 @@ static RUNTIME: [AtomicU64; 2 * MAX] = [const { AtomicU64::new(0) }; 2 * MAX];
 static RUNTIME_N: AtomicU32 = AtomicU32::new(0);
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
-static PATTERNS: SpinLock<Vec<String>> = SpinLock::new(Vec::new());
+pub(crate) static PATTERNS: SpinLock<Vec<String>> = SpinLock::new(Vec::new());
 
 /// The runtime's libraries: the C library and loader, the C++ runtime.
 const RUNTIME_NAMES: [&str; 6] = [

@@ -17,7 +17,7 @@
 use crate::base::clock;
 use crate::base::sync::RawSpin;
 use crate::base::{arena, config, phase};
-use crate::data::{counters, live, modules, stacks, timeline, timelog, traceback};
+use crate::data::{counters, level, live, modules, only, stacks, timeline, timelog, traceback};
 use crate::process::{checkpoint, dump, end};
 use crate::thread::{freeze, life, side, state};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -47,13 +47,17 @@ fn locks() -> impl Iterator<Item = &'static RawSpin> {
         traceback::POOL.raw(),
         traceback::LABELS.raw(),
         timelog::USER_KINDS.raw(),
+        // `--only-lib`'s names (copied after a dlopen).
+        only::PATTERNS.raw(),
+        // The level's, on a processor without cmpxchg16b.
+        &level::LOCK,
         state::ORPHAN.raw(),
         live::inherited::INHERITED.raw(),
         arena::ARENA_LOCK.raw(),
     ])
 }
 
-const LOCKS: usize = 9 + live::SHARD_TABLE.len() + 6;
+const LOCKS: usize = 9 + live::SHARD_TABLE.len() + 8;
 
 /// Locks `prepare` left to a frame below it on the forking thread, by their
 /// place in `locks()`.
