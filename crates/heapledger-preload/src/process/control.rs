@@ -338,6 +338,7 @@ struct Auto {
     above_n: u64,
 }
 
+// fork: not taken across it: only ever tried (`try_lock_for`), never waited for.
 static AUTO: crate::base::sync::SpinLock<Auto> = crate::base::sync::SpinLock::new(Auto {
     next_ns: 0,
     every_n: 0,
