@@ -266,17 +266,6 @@ fn folded(store: &std::path::Path, dir: &Scratch, metric: &str) -> Folded {
     (stacks, leaves)
 }
 
-/// `heapledger report --json STORE`.
-fn report_json(store: &std::path::Path) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["report", "--json"])
-        .arg(store)
-        .output()
-        .expect("cannot run heapledger");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("report --json")
-}
-
 /// C++ and python3 (and a sampled profile), read by `go tool pprof -top`
 /// and `-traces`: for each of Go's four sample types, the values per
 /// function and per call stack equal ours (folded exports, `report`); a

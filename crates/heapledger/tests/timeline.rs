@@ -190,12 +190,7 @@ fn plateaus_and_a_spike_show_at_their_times() {
         "{text}"
     );
     assert!(drawn[2].trim_start().starts_with("resident"), "{text}");
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["report", "--json"])
-        .arg(&store)
-        .output()
-        .unwrap();
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j = report_json(&store);
     let cols = j["over_time"]["requested_bytes"].as_array().unwrap();
     assert_eq!(cols.iter().filter_map(|v| v.as_u64()).max(), Some(50 * MB));
 }

@@ -11,14 +11,20 @@ mod common;
 use common::*;
 use std::process::Command;
 
-#[test]
-fn tracebacks_and_logs_of_the_programs_own() {
-    let dir = Scratch::new("timelogs");
-    let exe = dir.join("timelogs");
+/// programs/NAME.c, threaded and with `heapledger.h`, built in `dir`.
+fn build(dir: &Scratch, name: &str) -> std::path::PathBuf {
+    let exe = dir.join(name);
     let inc = header_include();
     let mut flags = SITE_FLAGS.to_vec();
     flags.extend(["-pthread", inc.as_str()]);
-    compile("cc", &["timelogs.c"], &flags, &exe);
+    compile("cc", &[&format!("{name}.c")], &flags, &exe);
+    exe
+}
+
+#[test]
+fn tracebacks_and_logs_of_the_programs_own() {
+    let dir = Scratch::new("timelogs");
+    let exe = build(&dir, "timelogs");
 
     let (p, out) = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
     let expected = [
@@ -129,11 +135,7 @@ fn heapledger_waits_json(dir: &Scratch) -> serde_json::Value {
 #[test]
 fn forks_while_threads_push_frames_do_not_hang() {
     let dir = Scratch::new("timelogs-fork");
-    let exe = dir.join("timelogs_fork");
-    let inc = header_include();
-    let mut flags = SITE_FLAGS.to_vec();
-    flags.extend(["-pthread", inc.as_str()]);
-    compile("cc", &["timelogs_fork.c"], &flags, &exe);
+    let exe = build(&dir, "timelogs_fork");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_heapledger"));
     cmd.args(["run", "-q", "-o"])
         .arg(dir.join("p.sqlite"))

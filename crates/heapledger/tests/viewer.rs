@@ -37,16 +37,6 @@ fn look(url: &str, source: &str) -> serde_json::Value {
     seen
 }
 
-fn report_json(store: &Path) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["report", "--json"])
-        .arg(store)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 /// Every (routine, inclusive) node of `tree --json --limit 0.1`.
 fn tree_nodes(store: &Path, extra: &[&str]) -> Vec<(String, u64)> {
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))

@@ -55,12 +55,7 @@ fn a_mutex_held_five_times_200_ms() {
 
     // The summary and `heapledger waits` say the same.
     let store = dir.join("p.sqlite");
-    let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["report", "--json"])
-        .arg(&store)
-        .output()
-        .unwrap();
-    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let j = report_json(&store);
     let top = &j["time_lost"]["entries"][0];
     assert_eq!(top["kind"], "mutex");
     assert_eq!(top["site"]["function"], "wait_for_lock");
@@ -207,12 +202,7 @@ fn the_call_tree_and_flame_graph_weigh_time_lost() {
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
     let j: serde_json::Value = serde_json::from_slice(&t.stdout).unwrap();
     // The tree's total is the time lost, every entry's.
-    let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["report", "--json"])
-        .arg(&store)
-        .output()
-        .unwrap();
-    let rj: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let rj = report_json(&store);
     let total = j["total"].as_u64().unwrap() as f64 / 1e9;
     let lost = rj["time_lost"]["total_seconds"].as_f64().unwrap();
     assert!((total - lost).abs() < 1e-6, "{total} against {lost}");
@@ -311,12 +301,7 @@ fn time_lost_the_program_records_itself() {
         .output()
         .unwrap();
     assert!(o.status.success());
-    let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["report", "--json"])
-        .arg(&store)
-        .output()
-        .unwrap();
-    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let j = report_json(&store);
     let entries = j["time_lost"]["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0]["kind"], "gc");

@@ -90,6 +90,17 @@ pub fn compile(compiler: &str, sources: &[&str], flags: &[&str], out: &Path) {
 /// no builtin malloc/free (gcc removes pairs it can see through otherwise).
 pub const SITE_FLAGS: &[&str] = &["-g", "-O1", "-fno-builtin", "-fno-omit-frame-pointer"];
 
+/// `heapledger report --json STORE`, which must succeed.
+pub fn report_json(store: &Path) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["report", "--json"])
+        .arg(store)
+        .output()
+        .expect("cannot run heapledger");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("report --json")
+}
+
 /// `-I` of the folder of `heapledger.h`, for programs that steer the
 /// recorder.
 pub fn header_include() -> String {
