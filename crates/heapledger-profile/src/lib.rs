@@ -53,7 +53,10 @@ pub use query::{ticks_to_seconds, Frame};
 pub use read::check_values;
 pub use scatter::{Scatter, ScatterAxis, ScatterChart, ScatterInfos, ScatterPoint};
 pub use sites::{basename, InstrEntry, MapEntry, SiteRef, Sites};
-pub use stacks::{Leak, LeakBlock, LeakBlocks, MinMaxSum, StackInfos, StackStat, Stacks};
+pub use stacks::{
+    Leak, LeakBlock, LeakBlocks, MinMaxSum, Series, SeriesCounts, SeriesPoint, StackInfos,
+    StackStat, Stacks, ThreadStacks,
+};
 pub use strings::{StringId, StringTable, UNKNOWN};
 pub use threads::{AllocFuncStats, CallStat, StackMem, ThreadStats, TimeProfiler};
 pub use timeline::{Timeline, TimelineSeries};

@@ -61,6 +61,15 @@ pub struct Profile {
     /// reads them), never in the JSON.
     #[serde(skip)]
     pub leak_blocks: LeakBlocks,
+    /// The run's checkpoints as a series (each stack's counters at each),
+    /// kept in the profile store (the viewer's time ranges), never in the
+    /// JSON.
+    #[serde(skip)]
+    pub series: crate::Series,
+    /// What each thread allocated at each stack, kept in the profile
+    /// store (the views of one thread), never in the JSON.
+    #[serde(skip)]
+    pub thread_stacks: crate::ThreadStacks,
 }
 
 impl Profile {
@@ -82,6 +91,8 @@ impl Profile {
             domains: Domains::default(),
             heapledger: None,
             leak_blocks: LeakBlocks::default(),
+            series: crate::Series::default(),
+            thread_stacks: crate::ThreadStacks::default(),
         }
     }
 }

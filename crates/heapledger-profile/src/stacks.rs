@@ -197,6 +197,45 @@ pub struct LeakBlocks {
     pub omitted: u64,
 }
 
+/// The run's checkpoints as a series (`heapledger run` keeps it in the
+/// profile store, never in the JSON): at each point, the counters of every
+/// stack that changed since the point before, as they stand then. A stack's
+/// counters at a point are those of its last entry at or before it (none:
+/// zeros), so that what the run did between two points is their
+/// difference. The last point is the profile's end.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Series {
+    /// In the order taken.
+    pub points: Vec<SeriesPoint>,
+}
+
+/// One point of a [`Series`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SeriesPoint {
+    /// Seconds after the process started.
+    pub seconds: f64,
+    /// (index of the stack in the profile's stacks, its counters: see
+    /// [`SeriesCounts`]), by index.
+    pub changed: Vec<(u32, SeriesCounts)>,
+}
+
+/// What each thread allocated at each stack, for the views of one thread
+/// (kept in the profile store, never in the JSON); empty where one thread
+/// allocated.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ThreadStacks {
+    /// (thread: its index in `Profile::threads`, stack: its index in the
+    /// profile's stacks, allocations, bytes allocated), by thread then
+    /// stack.
+    pub rows: Vec<(u32, u32, u64, u64)>,
+    /// Threads that ended without their rows kept (the recorder's budget).
+    pub unkept: u64,
+}
+
+/// A stack's totals at a point of a [`Series`]: allocations, bytes
+/// allocated, frees, bytes freed.
+pub type SeriesCounts = [u64; 4];
+
 #[cfg(test)]
 mod tests {
     use super::*;

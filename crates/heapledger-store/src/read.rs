@@ -2,13 +2,14 @@
 
 use crate::codec::{decode_columns, unzigzag, BLOCK_ROWS};
 use crate::schema::{
-    FORMAT, LEAK_BLOCK_COLUMNS, LEAK_COLUMNS, NODE_COLUMNS, STACK_COLUMNS, VERSION,
+    FORMAT, LEAK_BLOCK_COLUMNS, LEAK_COLUMNS, NODE_COLUMNS, SERIES_COLUMNS, STACK_COLUMNS,
+    THREAD_STACK_COLUMNS, VERSION,
 };
 use crate::tree::Nodes;
 use crate::StoreError;
 use heapledger_profile::{
-    Addr, AddrSpace, InstrEntry, Leak, LeakBlock, LeakBlocks, MinMaxSum, Profile, StackInfos,
-    StackStat, StringId,
+    Addr, AddrSpace, InstrEntry, Leak, LeakBlock, LeakBlocks, MinMaxSum, Profile, SeriesCounts,
+    StackInfos, StackStat, StringId,
 };
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::path::Path;
@@ -382,6 +383,101 @@ impl Store {
 }
 
 impl Store {
+    /// The times of process `pid`'s checkpoints (seconds after it started;
+    /// the last is the profile's end), in order: its series' points. Empty
+    /// where it has none (no checkpoint written, or a store from before).
+    pub fn series_times(&self, pid: u32) -> Result<Vec<f64>, StoreError> {
+        Ok(self.section(pid, "series")?.unwrap_or_default())
+    }
+
+    /// Each stack's counters (allocations, bytes allocated, frees, bytes
+    /// freed) at point `from` of the series (None: the process's start,
+    /// all zeros) and at point `to`, for the stacks whose counters differ:
+    /// (stack row in `each_stack`'s order, at `from`, at `to`), by row.
+    /// Holds the stacks that changed up to `to` (one row each), not the
+    /// series.
+    pub fn series_between(
+        &self,
+        pid: u32,
+        from: Option<usize>,
+        to: usize,
+    ) -> Result<Vec<(u32, SeriesCounts, SeriesCounts)>, StoreError> {
+        let mut at: std::collections::HashMap<u32, (SeriesCounts, SeriesCounts)> =
+            Default::default();
+        let (mut point, mut row) = (0u64, 0i64);
+        self.blocks(pid, "series", SERIES_COLUMNS, |v, n| {
+            let col = |c: usize, i: usize| v[c * n + i];
+            for i in 0..n {
+                point = point.saturating_add(col(0, i));
+                row = row.wrapping_add(unzigzag(col(1, i)));
+                if point > to as u64 {
+                    break;
+                }
+                let (count, bytes) = (col(2, i), col(3, i));
+                let c = [
+                    count,
+                    bytes,
+                    count.wrapping_sub(unzigzag(col(4, i)) as u64),
+                    bytes.wrapping_sub(unzigzag(col(5, i)) as u64),
+                ];
+                let Ok(r) = u32::try_from(row) else {
+                    return Err(corrupt("its series names a stack out of range"));
+                };
+                let e = at.entry(r).or_default();
+                if from.is_some_and(|f| point <= f as u64) {
+                    e.0 = c;
+                }
+                e.1 = c;
+            }
+            Ok(())
+        })?;
+        let mut out: Vec<(u32, SeriesCounts, SeriesCounts)> = at
+            .into_iter()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(r, (a, b))| (r, a, b))
+            .collect();
+        out.sort_unstable_by_key(|r| r.0);
+        Ok(out)
+    }
+
+    /// The threads of process `pid` whose allocations per stack the store
+    /// holds (indexes into its threads), and how many ended threads have
+    /// none kept; empty where one thread allocated.
+    pub fn thread_stack_threads(&self, pid: u32) -> Result<(Vec<u32>, u64), StoreError> {
+        #[derive(serde::Deserialize, Default)]
+        struct Section {
+            threads: Vec<u32>,
+            unkept: u64,
+        }
+        let s: Section = self.section(pid, "threadStacks")?.unwrap_or_default();
+        Ok((s.threads, s.unkept))
+    }
+
+    /// What thread `thread` (an index into the process's threads)
+    /// allocated at each stack: (stack row in `each_stack`'s order,
+    /// allocations, bytes), by row.
+    pub fn thread_stacks(&self, pid: u32, thread: u32) -> Result<Vec<(u32, u64, u64)>, StoreError> {
+        let mut out = Vec::new();
+        let (mut t, mut row) = (0u64, 0i64);
+        self.blocks(pid, "thread_stack", THREAD_STACK_COLUMNS, |v, n| {
+            let col = |c: usize, i: usize| v[c * n + i];
+            for i in 0..n {
+                if col(0, i) != 0 {
+                    row = 0;
+                }
+                t = t.saturating_add(col(0, i));
+                row = row.wrapping_add(unzigzag(col(1, i)));
+                if t == u64::from(thread) {
+                    let r = u32::try_from(row)
+                        .map_err(|_| corrupt("its thread rows name a stack out of range"))?;
+                    out.push((r, col(2, i), col(3, i)));
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// The blocks alive at the end of process `pid` one by one, with their
     /// pointers (none in a store from before they were kept, nor for a
     /// process killed before its end).

@@ -84,3 +84,20 @@ pub const LEAK_COLUMNS: usize = 3;
 /// the `leak` blocks, from 0) and its address, each the difference from
 /// the block before (zigzagged), and its size; by leak, then address.
 pub const LEAK_BLOCK_COLUMNS: usize = 3;
+
+/// `series` blocks: the checkpoint series (`Profile::series`), one row per
+/// stack that changed at a point, by point then stack: the point (an index
+/// into the section `series`, the list of their times; the difference from
+/// the row before), the stack (its row in the `stack` blocks, the
+/// difference from the row before, zigzagged), its allocations and bytes
+/// allocated, and its frees and bytes freed each as the difference from
+/// the allocations' (zigzagged: mostly small).
+pub const SERIES_COLUMNS: usize = 6;
+
+/// `thread_stack` blocks: what each thread allocated at each stack
+/// (`Profile::thread_stacks`), by thread then stack: the thread (its index
+/// in the section `threads`; the difference from the row before), the
+/// stack (its row in the `stack` blocks; the difference from the row
+/// before, zigzagged), the allocations and their bytes. The section
+/// `threadStacks` lists the threads that have rows.
+pub const THREAD_STACK_COLUMNS: usize = 4;

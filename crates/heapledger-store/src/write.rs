@@ -2,7 +2,8 @@
 
 use crate::codec::{encode_columns, zigzag, BLOCK_ROWS};
 use crate::schema::{
-    FORMAT, LEAK_BLOCK_COLUMNS, LEAK_COLUMNS, NODE_COLUMNS, SCHEMA, STACK_COLUMNS, VERSION,
+    FORMAT, LEAK_BLOCK_COLUMNS, LEAK_COLUMNS, NODE_COLUMNS, SCHEMA, SERIES_COLUMNS, STACK_COLUMNS,
+    THREAD_STACK_COLUMNS, VERSION,
 };
 use crate::tree;
 use crate::StoreError;
@@ -230,6 +231,76 @@ impl Writer {
             prev_node = node;
             stack_row(&stats[i].infos, &mut out[1..]);
         })?;
+        // The series, each stack by its row above.
+        let mut row_of = vec![0u32; order.len()];
+        for (row, &i) in order.iter().enumerate() {
+            row_of[i as usize] = row as u32;
+        }
+        drop(order);
+        // Each point's rows by stack row, one point at a time (the rows
+        // are asked for in order).
+        let known = |&&(i, _): &&(u32, [u64; 4])| (i as usize) < row_of.len();
+        let n_series: usize = p
+            .series
+            .points
+            .iter()
+            .map(|pt| pt.changed.iter().filter(known).count())
+            .sum();
+        let mut point_rows: Vec<(u32, [u64; 4])> = Vec::new();
+        let (mut next_point, mut point, mut at) = (0usize, 0u64, 0usize);
+        let (mut prev_point, mut prev_row) = (0u64, 0i64);
+        put_blocks("series", SERIES_COLUMNS, n_series, &mut |_, out| {
+            while at == point_rows.len() {
+                point_rows.clear();
+                point_rows.extend(
+                    p.series.points[next_point]
+                        .changed
+                        .iter()
+                        .filter(known)
+                        .map(|&(i, c)| (row_of[i as usize], c)),
+                );
+                point_rows.sort_unstable_by_key(|r| r.0);
+                (point, at) = (next_point as u64, 0);
+                next_point += 1;
+            }
+            let (row, c) = point_rows[at];
+            at += 1;
+            out[0] = point - prev_point;
+            out[1] = zigzag(i64::from(row) - prev_row);
+            (prev_point, prev_row) = (point, i64::from(row));
+            out[2] = c[0];
+            out[3] = c[1];
+            out[4] = zigzag(c[0].wrapping_sub(c[2]) as i64);
+            out[5] = zigzag(c[1].wrapping_sub(c[3]) as i64);
+        })?;
+        drop(point_rows);
+        let mut per_thread: Vec<(u32, u32, u64, u64)> = p
+            .thread_stacks
+            .rows
+            .iter()
+            .filter_map(|&(t, i, c, b)| Some((t, *row_of.get(i as usize)?, c, b)))
+            .collect();
+        per_thread.sort_unstable();
+        let (mut prev_thread, mut prev_row) = (0u64, 0i64);
+        put_blocks(
+            "thread_stack",
+            THREAD_STACK_COLUMNS,
+            per_thread.len(),
+            &mut |i, out| {
+                let (t, row, c, b) = per_thread[i];
+                if u64::from(t) != prev_thread {
+                    prev_row = 0;
+                }
+                out[0] = u64::from(t) - prev_thread;
+                out[1] = zigzag(i64::from(row) - prev_row);
+                (prev_thread, prev_row) = (u64::from(t), i64::from(row));
+                out[2] = c;
+                out[3] = b;
+            },
+        )?;
+        let mut threads: Vec<u32> = per_thread.iter().map(|r| r.0).collect();
+        threads.dedup();
+        drop(per_thread);
         let mut prev_leak = 0i64;
         put_blocks("leak", LEAK_COLUMNS, p.leaks.len(), &mut |i, out| {
             let node = i64::from(leak_nodes[i]);
@@ -262,6 +333,18 @@ impl Writer {
         put_section(c, pid, "globals", &p.globals)?;
         put_section(c, pid, "domains", &p.domains)?;
         put_section(c, pid, "stacksCount", &p.stacks.count)?;
+        if !threads.is_empty() || p.thread_stacks.unkept > 0 {
+            put_section(
+                c,
+                pid,
+                "threadStacks",
+                &serde_json::json!({ "threads": threads, "unkept": p.thread_stacks.unkept }),
+            )?;
+        }
+        if !p.series.points.is_empty() {
+            let times: Vec<f64> = p.series.points.iter().map(|pt| pt.seconds).collect();
+            put_section(c, pid, "series", &times)?;
+        }
         if let Some(e) = ext {
             put_section(c, pid, "heapledger", e)?;
         }

@@ -136,6 +136,15 @@ pub struct Dump {
     /// size; and how many more there were ([`Tag::LeakBlocksOmitted`]).
     pub leak_blocks: Vec<(u64, u64, u64)>,
     pub leak_blocks_omitted: u64,
+    /// The checkpoint series beside the dump (`P.series`, see
+    /// [`SERIES_MAGIC`]), as written (read with [`series_records`]): not
+    /// in the dump itself; the reader of the run's files sets it.
+    pub series: Vec<u8>,
+    /// What each thread allocated at each stack ([`Tag::ThreadStack`]):
+    /// thread number, stack id, allocations, bytes.
+    pub thread_stacks: Vec<(u64, u64, u64, u64)>,
+    /// Ended threads whose rows were not kept ([`Tag::ThreadStacksUnkept`]).
+    pub thread_stacks_unkept: u64,
 }
 
 /// One executable mapping of a module the process had loaded at some point.
@@ -281,6 +290,65 @@ impl<'a> Reader<'a> {
             sum: self.u()?,
         })
     }
+}
+
+/// One record of a checkpoint series (see [`SERIES_MAGIC`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeriesRecord {
+    pub seq: u64,
+    pub ticks: u64,
+    /// (stack id, its counters), by id.
+    pub stacks: Vec<(u64, [u64; SERIES_FIELDS])>,
+}
+
+/// Decodes a checkpoint series: its whole records, in the order written.
+/// A record cut short ends it (the process was killed while appending);
+/// one that is damaged ends it too, as does anything that is not one.
+pub fn decode_series(buf: &[u8]) -> Vec<SeriesRecord> {
+    series_records(buf).collect()
+}
+
+/// The records of a checkpoint series one by one (see [`decode_series`]):
+/// one decoded at a time.
+pub fn series_records(buf: &[u8]) -> impl Iterator<Item = SeriesRecord> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        if buf.len() - at < 8 || buf[at..at + 4] != SERIES_MAGIC {
+            return None;
+        }
+        let len = u32::from_le_bytes(buf[at + 4..at + 8].try_into().expect("4 bytes")) as usize;
+        let payload = buf.get(at + 8..at + 8 + len)?;
+        at += 8 + len;
+        let mut r = Reader {
+            buf: payload,
+            pos: 0,
+        };
+        let mut one = || -> Result<SeriesRecord, DecodeError> {
+            let mut rec = SeriesRecord {
+                seq: r.u()?,
+                ticks: r.u()?,
+                stacks: Vec::new(),
+            };
+            let mut id = 0i64;
+            while r.pos < payload.len() {
+                let d = r.u()?;
+                id = id.wrapping_add(((d >> 1) as i64) ^ -((d & 1) as i64));
+                let mut c = [0u64; SERIES_FIELDS];
+                for v in &mut c {
+                    *v = r.u()?;
+                }
+                rec.stacks.push((id as u64, c));
+            }
+            Ok(rec)
+        };
+        match one() {
+            Ok(rec) => Some(rec),
+            Err(_) => {
+                at = buf.len();
+                None
+            }
+        }
+    })
 }
 
 /// Decodes a whole dump.
@@ -540,6 +608,11 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 }
                 d.timeline = Some((step.max(1), points));
             }
+            Tag::ThreadStack => {
+                let row = (r.u()?, r.u()?, r.u()?, r.u()?);
+                d.thread_stacks.push(row);
+            }
+            Tag::ThreadStacksUnkept => d.thread_stacks_unkept = r.u()?,
             Tag::Label => {
                 let id = r.u()?;
                 let text = r.string()?;
@@ -605,6 +678,50 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_series_is_read_up_to_its_first_damaged_or_cut_record() {
+        let mut file = Vec::new();
+        for (seq, stacks) in [
+            (1u64, vec![(3u64, [1u64, 16, 0, 0]), (9, [2, 64, 1, 32])]),
+            (2, vec![(3, [5, 80, 4, 64])]),
+        ] {
+            let mut e = Encoder {
+                sink: VecSink(Vec::new()),
+            };
+            e.u(seq);
+            e.u(seq * 1000);
+            let mut prev = 0i64;
+            for (id, c) in &stacks {
+                e.i(*id as i64 - prev);
+                prev = *id as i64;
+                for v in c {
+                    e.u(*v);
+                }
+            }
+            file.extend_from_slice(&SERIES_MAGIC);
+            file.extend_from_slice(&(e.sink.0.len() as u32).to_le_bytes());
+            file.extend_from_slice(&e.sink.0);
+        }
+        let whole = decode_series(&file);
+        assert_eq!(whole.len(), 2);
+        assert_eq!(
+            whole[0].stacks,
+            vec![(3, [1, 16, 0, 0]), (9, [2, 64, 1, 32])]
+        );
+        assert_eq!((whole[1].seq, whole[1].ticks), (2, 2000));
+        // Cut anywhere in the second record: the first stands.
+        for cut in 1..file.len() - whole_len(&file) {
+            let part = decode_series(&file[..file.len() - cut]);
+            assert_eq!(part.len(), 1, "cut {cut}");
+        }
+        assert!(decode_series(b"not a series").is_empty());
+    }
+
+    /// The first record's length, magic and length included.
+    fn whole_len(file: &[u8]) -> usize {
+        8 + u32::from_le_bytes(file[4..8].try_into().unwrap()) as usize
+    }
+
     #[test]
     fn a_large_dump_may_hold_frames_in_proportion() {
         assert_eq!(max_frames(0), MAX_FRAMES);

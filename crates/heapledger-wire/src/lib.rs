@@ -17,12 +17,14 @@
 mod decode;
 #[cfg(feature = "std")]
 pub use decode::*;
+mod series;
+pub use series::*;
 
 /// First bytes of every dump file.
 pub const MAGIC: &[u8; 8] = b"HLEDGR\0\x01";
 
 /// Version of the record layout; bumped on any incompatible change.
-pub const VERSION: u64 = 10;
+pub const VERSION: u64 = 11;
 
 /// Frames at or above this (less one: frames are return addresses) are
 /// labels the program pushed, `LABEL_FRAMES + id` ([`Tag::Label`]).
@@ -281,6 +283,14 @@ pub enum Tag {
     /// stack's frame `LABEL_FRAMES + id + 1` is this label), then its text
     /// (bytes)
     Label = 28,
+    /// what one thread allocated at one stack (for the views of one
+    /// thread): the thread's number (as in [`Tag::Thread`]), the stack id,
+    /// the allocations and their bytes. Written where more than one thread
+    /// allocated; a final dump only.
+    ThreadStack = 29,
+    /// threads that ended without their [`Tag::ThreadStack`] records kept
+    /// (past the recorder's budget for them): how many
+    ThreadStacksUnkept = 30,
     /// end of dump
     End = 0xff,
 }
@@ -316,6 +326,8 @@ impl Tag {
             26 => Tag::Wait,
             27 => Tag::WaitKind,
             28 => Tag::Label,
+            29 => Tag::ThreadStack,
+            30 => Tag::ThreadStacksUnkept,
             0xff => Tag::End,
             _ => return None,
         })

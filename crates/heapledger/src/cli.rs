@@ -140,6 +140,18 @@ enum Command {
         /// Print the tree as JSON.
         #[arg(long)]
         json: bool,
+        /// Only what the run allocated from this time on (seconds after
+        /// the process started), at the resolution of its checkpoints
+        /// (`--metric bytes` or `count`).
+        #[arg(long, value_name = "SECONDS", requires = "to")]
+        from: Option<f64>,
+        /// ... up to this time.
+        #[arg(long, value_name = "SECONDS", requires = "from")]
+        to: Option<f64>,
+        /// Only what this thread allocated (1 for the first, as `report`
+        /// and the viewer number them; `--metric bytes` or `count`).
+        #[arg(long, value_name = "N")]
+        thread: Option<u32>,
     },
     /// Write a profile in another tool's format: MALT's JSON (its reader
     /// and web viewer), callgrind (KCachegrind, callgrind_annotate), folded
@@ -519,10 +531,15 @@ pub fn main() -> Result<u8> {
             bottom_up,
             by_line,
             json,
+            from,
+            to,
+            thread,
         } => {
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             let opts = crate::tree::TreeOptions {
                 collapse,
+                range: from.zip(to),
+                thread,
                 metric,
                 limit_percent: limit,
                 max_level,
@@ -716,7 +733,11 @@ pub fn main() -> Result<u8> {
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             let summary = summary_of(&o, top)?;
             let text = if json {
-                format!("{:#}\n", summary.to_json())
+                let mut v = summary.to_json();
+                // When each checkpoint was taken: the times `tree --from
+                // --to` and the viewer's time ranges stand on.
+                v["checkpoints"] = o.series_times()?.into();
+                format!("{v:#}\n")
             } else {
                 summary.to_string()
             };

@@ -367,6 +367,7 @@ pub fn to_profile(
             infos,
         ));
     }
+    p.series = crate::series::of(d, &id_map, &p.stacks.stats);
     // The dump's stacks are the profile's now: their memory (a quarter of
     // a kilobyte and more for each) goes before the rest is built and the
     // profile written, which reuse it.
@@ -464,6 +465,34 @@ pub fn to_profile(
         }
         p.threads.push(ts);
     }
+
+    // What each thread allocated at each stack, by the threads' rows.
+    let thread_index: HashMap<u64, u32> = d
+        .threads
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.merged == 0)
+        .map(|(i, t)| (t.number, i as u32))
+        .collect();
+    let mut rows: HashMap<(u32, u32), (u64, u64)> = HashMap::default();
+    for &(thread, id, count, bytes) in &d.thread_stacks {
+        let (Some(&t), Some(&at)) = (thread_index.get(&thread), id_map.get(&id)) else {
+            continue;
+        };
+        let r = rows.entry((t, at as u32)).or_default();
+        r.0 += count;
+        r.1 += bytes;
+    }
+    let mut rows: Vec<(u32, u32, u64, u64)> = rows
+        .into_iter()
+        .map(|((t, s), (c, b))| (t, s, c, b))
+        .collect();
+    rows.sort_unstable();
+    p.thread_stacks = mp::ThreadStacks {
+        rows,
+        unkept: d.thread_stacks_unkept,
+    };
+    d.thread_stacks = Vec::new();
 
     // Global and TLS variables of each object the process had loaded, but
     // the recorder's own (as its frames are left out of stacks).

@@ -78,6 +78,8 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
     let mut checkpoints: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
     let mut files = Vec::new();
     let mut snapshot_files = Vec::new();
+    // Each dump's checkpoint series (`P.series`), by the dump's path.
+    let mut series: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
     for path in entries {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         let name = name.unwrap_or_default();
@@ -85,6 +87,8 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
             // A checkpoint cut short (the one before it, if any, stands),
             // or `heapledger ctl`'s page.
             let _ = std::fs::remove_file(&path);
+        } else if let Some(dump) = name.strip_suffix(heapledger_wire::SERIES_SUFFIX) {
+            series.insert(path.with_file_name(dump), path);
         } else if name.contains(".snap.") {
             snapshot_files.push(path);
         } else if let Some(dump) = name.strip_suffix(".ckpt") {
@@ -116,78 +120,97 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
         }
     }
     for path in files {
-        let checkpoint = checkpoints.remove(&path);
-        let read_checkpoint = |dumps: &mut Vec<heapledger_wire::Dump>| -> bool {
-            let Some(c) = &checkpoint else { return false };
-            let last_image =
-                dump_pid(&path).is_none_or(|pid| latest.get(&pid) == Some(&image(&path)));
-            let bytes = std::fs::read(c).unwrap_or_default();
-            let _ = std::fs::remove_file(c);
-            match heapledger_wire::decode(&bytes) {
-                Ok(d) if last_image => {
-                    dumps.push(d);
-                    true
-                }
-                Ok(_) => false,
-                Err(e) => {
-                    eprintln!("heapledger: skipping {}: {e}", c.display());
-                    false
-                }
-            }
-        };
-        if !path.exists() {
-            read_checkpoint(&mut dumps);
-            continue;
-        }
-        // The program can write in this directory: a FIFO or a device
-        // there would hang the read, and a link lead elsewhere.
-        let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
-        if !regular {
-            eprintln!(
-                "heapledger: skipping {}: not a regular file",
-                path.display()
-            );
-            let _ = std::fs::remove_file(&path);
-            if let Some(c) = &checkpoint {
+        let before = dumps.len();
+        let mut one = |dumps: &mut Vec<heapledger_wire::Dump>| -> Result<()> {
+            let checkpoint = checkpoints.remove(&path);
+            let read_checkpoint = |dumps: &mut Vec<heapledger_wire::Dump>| -> bool {
+                let Some(c) = &checkpoint else { return false };
+                let last_image =
+                    dump_pid(&path).is_none_or(|pid| latest.get(&pid) == Some(&image(&path)));
+                let bytes = std::fs::read(c).unwrap_or_default();
                 let _ = std::fs::remove_file(c);
+                match heapledger_wire::decode(&bytes) {
+                    Ok(d) if last_image => {
+                        dumps.push(d);
+                        true
+                    }
+                    Ok(_) => false,
+                    Err(e) => {
+                        eprintln!("heapledger: skipping {}: {e}", c.display());
+                        false
+                    }
+                }
+            };
+            if !path.exists() {
+                read_checkpoint(dumps);
+                return Ok(());
             }
-            continue;
-        }
-        let bytes = std::fs::read(&path)?;
-        let _ = std::fs::remove_file(&path);
-        if bytes.is_empty() {
-            // Created as the process started recording, never written: it
-            // replaced itself with exec (its new image has a file of its
-            // own), was killed by SIGKILL, or still runs.
-            empty.extend(dump_pid(&path));
-            read_checkpoint(&mut dumps);
-            continue;
-        }
-        match heapledger_wire::decode(&bytes) {
-            Ok(d) => {
-                dumps.push(d);
+            // The program can write in this directory: a FIFO or a device
+            // there would hang the read, and a link lead elsewhere.
+            let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+            if !regular {
+                eprintln!(
+                    "heapledger: skipping {}: not a regular file",
+                    path.display()
+                );
+                let _ = std::fs::remove_file(&path);
                 if let Some(c) = &checkpoint {
                     let _ = std::fs::remove_file(c);
                 }
+                return Ok(());
             }
-            Err(heapledger_wire::DecodeError::Truncated)
-                if dump_pid(&path).is_some_and(|p| running.contains(&p)) =>
-            {
-                if !read_checkpoint(&mut dumps) {
-                    // Caught at the deadline, writing its dump as it ends.
-                    eprintln!(
-                        "heapledger: skipping {}: the process was still writing it",
-                        path.display()
-                    )
+            let bytes = std::fs::read(&path)?;
+            let _ = std::fs::remove_file(&path);
+            if bytes.is_empty() {
+                // Created as the process started recording, never written: it
+                // replaced itself with exec (its new image has a file of its
+                // own), was killed by SIGKILL, or still runs.
+                empty.extend(dump_pid(&path));
+                read_checkpoint(dumps);
+                return Ok(());
+            }
+            match heapledger_wire::decode(&bytes) {
+                Ok(d) => {
+                    dumps.push(d);
+                    if let Some(c) = &checkpoint {
+                        let _ = std::fs::remove_file(c);
+                    }
+                }
+                Err(heapledger_wire::DecodeError::Truncated)
+                    if dump_pid(&path).is_some_and(|p| running.contains(&p)) =>
+                {
+                    if !read_checkpoint(dumps) {
+                        // Caught at the deadline, writing its dump as it ends.
+                        eprintln!(
+                            "heapledger: skipping {}: the process was still writing it",
+                            path.display()
+                        )
+                    }
+                }
+                Err(e) => {
+                    if !read_checkpoint(dumps) {
+                        unreadable = true;
+                        eprintln!("heapledger: skipping {}: {e}", path.display())
+                    }
                 }
             }
-            Err(e) => {
-                if !read_checkpoint(&mut dumps) {
-                    unreadable = true;
-                    eprintln!("heapledger: skipping {}: {e}", path.display())
-                }
+            Ok(())
+        };
+        one(&mut dumps)?;
+        // The series of the process's checkpoints, up to the one read.
+        if let Some(s) = series.remove(&path) {
+            let bytes = match std::fs::symlink_metadata(&s) {
+                Ok(m) if m.file_type().is_file() => std::fs::read(&s).unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            let _ = std::fs::remove_file(&s);
+            if let Some(d) = dumps[before..].first_mut() {
+                d.series = bytes;
             }
         }
+    }
+    for (_, s) in series {
+        let _ = std::fs::remove_file(s);
     }
     let mut snapshots = Vec::new();
     for path in snapshot_files {

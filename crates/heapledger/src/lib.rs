@@ -12,7 +12,7 @@
 //! convert   live           raw dumps into profiles; stacks seen while it runs
 //! output                   where profiles go, written whole or not at all
 //! dumps                    the raw data's directory, and reading it
-//! options preload maps date prefault   leaves
+//! options preload maps date prefault series   leaves
 //! ```
 
 pub mod check;
@@ -34,6 +34,7 @@ pub mod preload;
 pub mod profiles;
 pub mod recover;
 pub mod run;
+pub mod series;
 pub mod symbolizer;
 pub mod tree;
 pub mod view;

@@ -54,6 +54,65 @@ impl Opened {
     /// Calls `f` on every stack of the profile (frames innermost first):
     /// from the store as they are read, where the profile was opened
     /// without them, without holding them all.
+    /// The times of the shown process's checkpoint series (seconds after
+    /// it started; the last its end); empty where there is none (a JSON
+    /// profile, a merge of processes, a run without checkpoints).
+    pub fn series_times(&self) -> Result<Vec<f64>> {
+        match &self.stream {
+            Some((store, stream, path)) if self.merged <= 1 => store
+                .series_times(stream.pid)
+                .map_err(|e| anyhow!("`{}` {e}", path.display())),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// What each stack did between two points of the series (indexes into
+    /// [`Opened::series_times`]; `from` None: the start), for
+    /// `tree::samples_in`: (stack row in `each_stack`'s order, counters at
+    /// `from`, at `to`).
+    pub fn series_between(
+        &self,
+        from: Option<usize>,
+        to: usize,
+    ) -> Result<
+        Vec<(
+            u32,
+            heapledger_profile::SeriesCounts,
+            heapledger_profile::SeriesCounts,
+        )>,
+    > {
+        match &self.stream {
+            Some((store, stream, path)) if self.merged <= 1 => store
+                .series_between(stream.pid, from, to)
+                .map_err(|e| anyhow!("`{}` {e}", path.display())),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// The threads whose allocations per stack the profile holds (their
+    /// indexes in `profile.threads`), and how many ended threads have none
+    /// kept; empty where one thread allocated, or for a JSON profile or a
+    /// merge of processes.
+    pub fn thread_stack_threads(&self) -> Result<(Vec<u32>, u64)> {
+        match &self.stream {
+            Some((store, stream, path)) if self.merged <= 1 => store
+                .thread_stack_threads(stream.pid)
+                .map_err(|e| anyhow!("`{}` {e}", path.display())),
+            _ => Ok((Vec::new(), 0)),
+        }
+    }
+
+    /// What thread `thread` (an index in `profile.threads`) allocated at
+    /// each stack: (stack row in `each_stack`'s order, allocations, bytes).
+    pub fn thread_stacks(&self, thread: u32) -> Result<Vec<(u32, u64, u64)>> {
+        match &self.stream {
+            Some((store, stream, path)) if self.merged <= 1 => store
+                .thread_stacks(stream.pid, thread)
+                .map_err(|e| anyhow!("`{}` {e}", path.display())),
+            _ => Ok(Vec::new()),
+        }
+    }
+
     pub fn each_stack(&self, mut f: impl FnMut(&[Addr], &StackInfos)) -> Result<()> {
         match &self.stream {
             Some((store, stream, path)) => stream

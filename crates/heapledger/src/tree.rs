@@ -59,6 +59,11 @@ impl Metric {
 #[derive(Clone, Debug)]
 pub struct TreeOptions {
     pub collapse: CollapseMode,
+    /// Only what the run did between these times (seconds after the
+    /// process started), at the resolution of its checkpoints.
+    pub range: Option<(f64, f64)>,
+    /// Only what this thread allocated (1 for the first).
+    pub thread: Option<u32>,
     pub metric: Metric,
     pub limit_percent: f64,
     pub max_level: u32,
@@ -96,6 +101,105 @@ fn routines_of(p: &Profile, addr: Addr, by_line: bool, out: &mut Vec<String>) {
 
 /// The profile's stacks as samples, root first, weighted by `metric`.
 pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
+    samples_in(o, metric, by_line, None)
+}
+
+/// What a time range of the run did at each stack, from the checkpoint
+/// series (`Opened::range`): (stack row, counters at its start, at its
+/// end), by row.
+pub type RangeRows = [(
+    u32,
+    heapledger_profile::SeriesCounts,
+    heapledger_profile::SeriesCounts,
+)];
+
+/// A time range of the run, at the resolution of its checkpoints: the
+/// points of the checkpoint series it runs between, and what each stack
+/// did in it.
+pub struct Range {
+    /// What it is, as a cache key: `range:FROM:TO` or `thread:N`.
+    pub key: String,
+    /// The point it starts at (None: the process's start) and ends at.
+    pub from: Option<usize>,
+    pub to: usize,
+    /// Their times, seconds after the process started.
+    pub from_s: f64,
+    pub to_s: f64,
+    pub rows: Vec<(
+        u32,
+        heapledger_profile::SeriesCounts,
+        heapledger_profile::SeriesCounts,
+    )>,
+}
+
+/// The time range from `a` to `b` seconds after the process started,
+/// widened to the checkpoints around it.
+pub fn range(o: &Opened, a: f64, b: f64) -> Result<Range> {
+    let (a, b) = (a.min(b), a.max(b));
+    let times = o.series_times()?;
+    let Some(last) = times.len().checked_sub(1) else {
+        anyhow::bail!("this profile has no checkpoints to select a time range by: `heapledger run` writes one every 2 s (--checkpoint-every) and one at the end");
+    };
+    let from = times.iter().rposition(|&t| t <= a);
+    let to = times.iter().position(|&t| t >= b).unwrap_or(last);
+    let to = to.max(from.map_or(0, |f| (f + 1).min(last)));
+    Ok(Range {
+        key: format!("range:{from:?}:{to}"),
+        from,
+        to,
+        from_s: from.map_or(0.0, |f| times[f]),
+        to_s: times[to],
+        rows: o.series_between(from, to)?,
+    })
+}
+
+/// What thread `thread` (1 for the first, as the profile lists them)
+/// allocated at each stack, as a [`Range`] from nothing (the whole run).
+pub fn thread(o: &Opened, thread: u32) -> Result<Range> {
+    let (threads, unkept) = o.thread_stack_threads()?;
+    let index = thread.checked_sub(1).filter(|i| threads.contains(i));
+    let Some(index) = index else {
+        let listed: Vec<String> = threads.iter().map(|t| (t + 1).to_string()).collect();
+        anyhow::bail!(
+            "{}",
+            match (listed.is_empty(), unkept) {
+                (true, 0) =>
+                    "the profile holds no thread's own stacks (one thread allocated)".to_owned(),
+                (true, _) => "the profile holds no thread's own stacks".to_owned(),
+                (false, _) => format!(
+                    "no stacks of thread {thread} in the profile (threads {})",
+                    listed.join(", ")
+                ),
+            }
+        );
+    };
+    let rows = o
+        .thread_stacks(index)?
+        .into_iter()
+        .map(|(row, count, bytes)| (row, [0; 4], [count, bytes, 0, 0]))
+        .collect();
+    Ok(Range {
+        key: format!("thread:{thread}"),
+        from: None,
+        to: 0,
+        from_s: 0.0,
+        to_s: 0.0,
+        rows,
+    })
+}
+
+/// As [`samples`], or, with `range`, weighted by what each stack did in
+/// that time range: its allocations (`Count`) or bytes allocated
+/// (`Bytes`); no other metric has a range.
+pub fn samples_in(
+    o: &Opened,
+    metric: Metric,
+    by_line: bool,
+    range: Option<&RangeRows>,
+) -> Result<Samples> {
+    if range.is_some() && !matches!(metric, Metric::Count | Metric::Bytes) {
+        anyhow::bail!("a time range or a thread weighs stacks by allocations or bytes only");
+    }
     let p = &o.profile;
     let mut samples = Samples::new();
     let mut names = Vec::new();
@@ -150,8 +254,24 @@ pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
             // Stacks as they are read (from the store, without holding
             // them all); the first error stops the rest.
             let mut failed = None;
+            let (mut row, mut next) = (0u32, 0usize);
             o.each_stack(|stack, infos| {
+                let at = row;
+                row += 1;
                 if failed.is_some() {
+                    return;
+                }
+                if let Some(range) = range {
+                    while next < range.len() && range[next].0 < at {
+                        next += 1;
+                    }
+                    let Some((_, a, b)) = range.get(next).filter(|r| r.0 == at) else {
+                        return;
+                    };
+                    let k = usize::from(metric == Metric::Bytes);
+                    if let Err(e) = push(stack, b[k].saturating_sub(a[k]), &mut samples) {
+                        failed = Some(e);
+                    }
                     return;
                 }
                 let w = match metric {
@@ -175,7 +295,25 @@ pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
 }
 
 pub fn print(p: &Opened, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
-    let samples = samples(p, o.metric, o.by_line)?;
+    if o.range.is_some() && o.thread.is_some() {
+        anyhow::bail!("a thread's own stacks are known for the whole run only: --thread takes no --from and --to");
+    }
+    let range = match o.thread {
+        Some(t) => Some(thread(p, t)?),
+        None => o.range.map(|(a, b)| range(p, a, b)).transpose()?,
+    };
+    if let Some(r) = range.as_ref().filter(|_| o.range.is_some()) {
+        eprintln!(
+            "heapledger: from {:.3} s to {:.3} s (the checkpoints around the times asked for)",
+            r.from_s, r.to_s
+        );
+    }
+    let samples = samples_in(
+        p,
+        o.metric,
+        o.by_line,
+        range.as_ref().map(|r| r.rows.as_slice()),
+    )?;
     let direction = if o.bottom_up {
         Direction::BottomUp
     } else {

@@ -125,8 +125,10 @@ fn a_normal_exit_leaves_no_checkpoint() {
     assert_eq!(run(&exe, &["exit"], &dumps, "checkpoint=50"), None);
     let all = files(&dumps);
     let names: Vec<String> = all.iter().map(|p| name(p)).collect();
-    assert_eq!(names.len(), 1, "{names:?}");
+    // The dump, and the series of the checkpoints written before it.
+    assert_eq!(names.len(), 2, "{names:?}");
     assert!(names[0].ends_with(".hlraw"), "{names:?}");
+    assert!(names[1].ends_with(".hlraw.series"), "{names:?}");
     let d = decode(&all[0]);
     assert!(d.checkpoint.is_none());
     assert_eq!(sum_of(&d, 1237, 1237), [10, 12370, 0, 0, 12370, 10, 12370]);
@@ -156,9 +158,32 @@ fn threads_allocating_while_checkpoints_are_written() {
             "round {round}: {names:?}"
         );
         if !kill {
-            assert_eq!(names.len(), 1, "round {round}: {names:?}");
+            assert_eq!(names.len(), 2, "round {round}: {names:?}");
         }
         let d = decode(dump[0]);
+        // The series: a record per checkpoint, in order, each stack's
+        // totals never going down, the last no further than the dump's.
+        let series = all.iter().find(|p| name(p).ends_with(".series"));
+        let series = heapledger_wire::decode_series(&std::fs::read(series.unwrap()).unwrap());
+        assert!(!series.is_empty(), "round {round}");
+        let mut last: std::collections::HashMap<u64, [u64; 4]> = Default::default();
+        for (i, r) in series.iter().enumerate() {
+            assert_eq!(r.seq, i as u64 + 1, "round {round}");
+            for (id, c) in &r.stacks {
+                let old = last.insert(*id, *c).unwrap_or_default();
+                assert!(
+                    (0..4).all(|k| c[k] >= old[k]),
+                    "round {round}: {old:?} {c:?}"
+                );
+            }
+        }
+        for (id, c) in &last {
+            let s = d.stacks.iter().find(|s| s.id == *id).unwrap();
+            assert!(c[0] <= s.counters.totals.alloc.count, "round {round}");
+        }
+        if let Some(ck) = d.checkpoint {
+            assert!(series.last().unwrap().seq <= ck.seq, "round {round}");
+        }
         assert_eq!(d.checkpoint.is_some(), kill);
         if let Some(c) = d.checkpoint {
             // Checkpoints were written while the threads ran, then the last.

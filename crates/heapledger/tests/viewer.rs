@@ -326,6 +326,23 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
     );
 }
 
+/// The body of `GET url + path` (the viewer's token path).
+fn http_get(url: &str, path: &str) -> String {
+    let rest = &url["http://".len()..];
+    let (host, base) = rest.split_once('/').unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "GET /{base}{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+    body.to_owned()
+}
+
 fn recorded(dir: &Scratch) -> std::path::PathBuf {
     let exe = dir.join("leaks");
     compile("cc", &["leaks.c"], SITE_FLAGS, &exe);
@@ -427,6 +444,151 @@ fn view_serves_the_profiles_own_numbers() {
     unsafe { libc_kill(child.id() as i32, 2) };
     let status = wait_within(&mut child, Duration::from_secs(10));
     assert_eq!(status.and_then(|s| s.code()), Some(0), "after Ctrl-C");
+}
+
+/// The timeline's time range (issue 33, on issue 30's checkpoint series):
+/// `phases.c` allocates at three sites 600 ms apart, checkpoints every
+/// 100 ms. Dragging across the whole chart lists the three sites with
+/// what they allocated and still held at the end; its flame graph shows
+/// them; `api/range` between two checkpoints holds only what was
+/// allocated between them.
+#[test]
+fn the_timeline_selects_a_time_range() {
+    let dir = Scratch::new("viewer-range");
+    let exe = dir.join("phases");
+    compile("cc", &["phases.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--checkpoint-every", "0.1", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut child, url) = start_view(&store, None);
+    let seen = look(&url, "");
+    let api = |q: &str| -> serde_json::Value {
+        let body = http_get(&url, &format!("api/range{q}"));
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    };
+    let whole = api("?from=0&to=1000");
+    let points = api("");
+
+    // The whole run: each site's allocations, bytes, frees and what it
+    // still held at the end.
+    let row = |v: &serde_json::Value, f: &str| -> Vec<u64> {
+        let s = v["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["function"] == f)
+            .unwrap_or_else(|| panic!("no {f} in {v:#}"));
+        ["allocations", "bytes", "frees", "held"]
+            .iter()
+            .map(|k| s[*k].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(row(&whole, "first_phase"), [100, 100_000, 0, 100_000]);
+    assert_eq!(row(&whole, "second_phase"), [40, 200_000, 20, 100_000]);
+    assert_eq!(row(&whole, "third_phase"), [7, 2331, 7, 0]);
+    // Between the checkpoints around the second phase: it alone.
+    let times: Vec<f64> = points["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .collect();
+    let mut found = false;
+    for w in times.windows(2) {
+        let r = api(&format!("?from={}&to={}", w[0], w[1]));
+        let names: Vec<&str> = r["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["function"].as_str().unwrap())
+            .collect();
+        if names.contains(&"second_phase") {
+            assert_eq!(names, ["second_phase"], "{r:#}");
+            assert_eq!(row(&r, "second_phase"), [40, 200_000, 20, 100_000]);
+            found = true;
+        }
+    }
+    assert!(
+        found,
+        "no stretch between checkpoints holds the second phase: {times:?}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // The page: the selection's table, its flame graph.
+    let sites = seen["rangeSites"].to_string();
+    for f in ["first_phase", "second_phase", "third_phase"] {
+        assert!(sites.contains(f), "{f}: {seen:#}");
+    }
+    let second = seen["rangeSites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[0] == "second_phase")
+        .unwrap();
+    assert_eq!(second[2], "40", "{second}");
+    assert_eq!(second[3], "195.3 KiB", "{second}");
+    assert_eq!(second[5], "97.7 KiB", "{second}");
+    assert!(
+        seen["rangeBanner"]
+            .as_str()
+            .unwrap()
+            .starts_with("Only what was allocated between"),
+        "{seen:#}"
+    );
+    let titles = seen["rangeFlame"].to_string();
+    // (By the weight last picked on the flame graph's page.)
+    assert!(
+        titles.contains("second_phase (200,000 bytes")
+            || titles.contains("second_phase (40 allocations"),
+        "{titles}"
+    );
+    assert!(
+        titles.contains("all (147 allocations") || titles.contains("all (302,331 bytes"),
+        "{titles}"
+    );
+}
+
+/// The flame graph's thread filter: `threads.c`'s four threads share one
+/// call site; the last thread listed shows its own share of it alone.
+#[test]
+fn the_flame_graph_shows_one_thread() {
+    let dir = Scratch::new("viewer-thread");
+    let exe = compile_threaded("threads", &dir);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut child, url) = start_view(&store, None);
+    let seen = look(&url, "");
+    let _ = child.kill();
+    let _ = child.wait();
+    let options = seen["threadOptions"].to_string();
+    assert!(
+        options.starts_with("[\"\",") && options.contains("\"5\""),
+        "{options}"
+    );
+    let titles = seen["threadFlame"].as_array().unwrap();
+    let alloc = titles
+        .iter()
+        .filter_map(|t| t.as_str())
+        .find(|t| t.starts_with("thread_alloc ("))
+        .unwrap_or_else(|| panic!("{titles:?}"));
+    // One thread's share: 10 (k + 1) blocks of 1000 + 8 k bytes.
+    let ok = (0..4u64).any(|k| {
+        let n = 10 * (k + 1);
+        alloc.starts_with(&format!("thread_alloc ({n} allocations"))
+            || alloc.starts_with(&format!(
+                "thread_alloc ({} bytes",
+                thousands(n * (1000 + 8 * k))
+            ))
+    });
+    assert!(ok, "{alloc}");
 }
 
 /// Switching the call tree's recursion collapsing on a recursive program

@@ -149,12 +149,13 @@ pub fn reset() -> bool {
         return false;
     }
     for _ in 0..200 {
-        if let Some(ckpt) = dump::CKPT.try_lock_for(1000) {
+        if let Some(mut ckpt) = dump::CKPT.try_lock_for(1000) {
             let done = crate::thread::freeze::forget_all_counts(1_000_000_000, || {
                 live::inherited::inherit();
                 crate::data::counters::forked();
             });
             if done {
+                ckpt.series.forget();
                 RESET_TICKS.store(crate::base::clock::ticks(), Ordering::Relaxed);
                 RESETS.fetch_add(1, Ordering::AcqRel);
             }

@@ -58,6 +58,7 @@ fn retire(st: *mut ThreadState) {
         .retired
         .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));
     s.stacks.flush_all();
+    super::kept::keep(s);
     for (id, at) in s.stacks.iter() {
         // Without memory for the merged counters, the thread's are lost
         // (recording stopped: the arena could not serve them).
@@ -157,6 +158,7 @@ fn fold(reg: &mut Registry, s: &mut ThreadState) -> *mut ThreadState {
             .absorb(&mut w);
     }
     f.merged += 1;
+    super::kept::forget(s);
     s.stats = [(0, 0, 0); AllocFn::COUNT];
     s.moves = [0; 4];
     s.mem_ops = 0;
@@ -295,6 +297,7 @@ pub fn start_afresh() {
         // The lean paths' counts, from the sample point they were at.
         t.reset_lean(t.left.get());
     }
+    super::kept::forked();
     reg.max_alive = reg.alive;
     reg.next_number = reg.alive;
     reg.retired = None;

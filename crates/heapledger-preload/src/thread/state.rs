@@ -93,6 +93,8 @@ pub struct ThreadState {
     pub(super) ended_next: *mut ThreadState,
     /// For the [`FOLDED`] state, how many ended threads it sums.
     pub merged: u64,
+    /// An ended thread's allocations per stack (`kept.rs`).
+    pub kept: super::kept::Kept,
 }
 
 /// The numbers of the states that are no thread's: counters of ended
@@ -272,6 +274,7 @@ impl ThreadState {
         self.truncated = 0;
         self.waits = None;
         self.open_wait = None;
+        super::kept::forget(self);
     }
 }
 
@@ -347,6 +350,7 @@ impl ThreadState {
             tid: 0,
             ended_next: null_mut(),
             merged: 0,
+            kept: super::kept::Kept::new(),
         };
         s.lifetime_gap = s.next_lifetime_gap();
         s

@@ -219,17 +219,30 @@ window.addEventListener("message", (ev) => {
 });
 
 let flameAsked = 0;
+// The time range the flame graph is limited to (set from the timeline:
+// `#flame?from=S&to=S`), or null for the whole run.
+let flameRange = null;
 async function flame() {
-  const m = document.getElementById("flame-metric").value;
+  let m = document.getElementById("flame-metric").value;
+  if (flameRange && m !== "bytes" && m !== "count") document.getElementById("flame-metric").value = m = "bytes";
   const inv = document.getElementById("flame-inverted").checked ? 1 : 0;
   const c = document.getElementById("flame-collapse").value;
   const frame = document.getElementById("flame-frame");
-  if (frame.dataset.shown === `${m},${inv},${c}`) return;
+  const thread = document.getElementById("flame-thread").value;
+  if (thread && m !== "bytes" && m !== "count") document.getElementById("flame-metric").value = m = "bytes";
+  const range = flameRange ? `&from=${flameRange[0]}&to=${flameRange[1]}` : thread ? `&thread=${thread}` : "";
+  const banner = document.getElementById("flame-range");
+  banner.hidden = !flameRange;
+  if (flameRange) {
+    banner.replaceChildren(`Only what was allocated between ${seconds(flameRange[0])} and ${seconds(flameRange[1])} (weighed by bytes or allocations). `,
+      el("a", { href: "#flame" }, "Show the whole run"));
+  }
+  if (frame.dataset.shown === `${m},${inv},${c}${range}`) return;
   // Choices made in quick succession each ask for a graph; only the last
   // one asked for is shown, whatever order the answers come in.
   const asked = ++flameAsked;
   try {
-    let svg = await api(`flame?metric=${m}&inverted=${inv}&collapse=${c}`, "text");
+    let svg = await api(`flame?metric=${m}&inverted=${inv}&collapse=${c}${range}`, "text");
     if (asked !== flameAsked) return;
     // inferno's script keeps its zoom and search in the URL; a blob: URL
     // has none to change, which would stop the script: without it then.
@@ -248,7 +261,7 @@ async function flame() {
       if (before) URL.revokeObjectURL(before);
       // Every metric in the tooltips, where the data is there (a file
       // holds it for its first graph).
-      api(`flameinfo?metric=${m}&inverted=${inv}&collapse=${c}`).then((info) => {
+      api(`flameinfo?metric=${m}&inverted=${inv}&collapse=${c}${range}`).then((info) => {
         if (asked === flameAsked) frame.contentWindow.postMessage({ heapledgerTooltips: tooltipTexts(info) }, "*");
       }).catch(() => {});
       const top = frame.getBoundingClientRect().top + window.scrollY;
@@ -256,7 +269,7 @@ async function flame() {
     };
     document.getElementById("flame-crumbs").replaceChildren();
     frame.src = url;
-    frame.dataset.shown = `${m},${inv},${c}`;
+    frame.dataset.shown = `${m},${inv},${c}${range}`;
   } catch (e) {
     frame.removeAttribute("src");
     frame.dataset.shown = "";
@@ -336,7 +349,11 @@ async function timeline() {
   const siteLine = document.getElementById("timeline-site");
   plots.push(new uPlot({
     title: "Memory", width, height: 300, scales: { x: { time: false } },
-    hooks: { setCursor: [(u) => {
+    cursor: { drag: { x: true, y: false, setScale: false } },
+    hooks: { setSelect: [(u) => {
+      if (u.select.width < 2) return;
+      selectRange(u.posToVal(u.select.left, "x"), u.posToVal(u.select.left + u.select.width, "x"));
+    }], setCursor: [(u) => {
       const i = u.cursor.idx;
       if (i === null || i === undefined) return;
       const site = t.sites && t.sites[i];
@@ -351,6 +368,28 @@ async function timeline() {
     series: [{ label: "s" }, { label: "allocated", stroke: "#b3401a" }, { label: "freed", stroke: "#2f6db5" }],
     axes: [{ label: "seconds" }, axisBytes],
   }, [t.seconds, t.alloc_bytes, t.free_bytes], document.getElementById("timeline-rates")));
+  const points = await api("range").then((r) => r.points).catch(() => []);
+  document.getElementById("range-note").textContent = points.length
+    ? `Drag across the memory chart to select a time range: the sites that allocated in it are listed here, with what they still held at its end. The run wrote ${points.length} checkpoints, the last at ${seconds(points[points.length - 1])}; a range starts and ends at them.`
+    : "This profile has no checkpoints (`heapledger run` writes one every 2 s, and at the end), so no time range can be selected.";
+}
+
+// What the sites allocated in a time range of the run (the checkpoints
+// around it), as a table, with a link to its flame graph.
+async function selectRange(a, b) {
+  const out = document.getElementById("range-sites");
+  let r;
+  try { r = await api(`range?from=${a.toFixed(6)}&to=${b.toFixed(6)}`); } catch (e) { failed(out, e); return; }
+  document.getElementById("range-note").replaceChildren(
+    `From ${r.from === 0 ? "the start" : seconds(r.from)} to ${seconds(r.to)} (the checkpoints around the selection): ${num(r.allocations)} allocations, ${bytes(r.bytes)}; ${num(r.frees)} frees, ${bytes(r.freed)}; ${num(r.sites_count)} sites. `,
+    el("a", { href: `#flame?from=${r.from}&to=${r.to}` }, "Flame graph of this range"));
+  const head = el("tr", {}, ...["Function", "Location", "Allocations", "Bytes", "Freed", "Held at its end", "Library"].map((h) => el("th", {}, h)));
+  const rows = r.sites.map((s) => el("tr", {},
+    el("td", { class: "mono" }, s.function), el("td", { class: "mono" }, sourceLink(s.location)),
+    el("td", { class: "num" }, num(s.allocations)), el("td", { class: "num" }, bytes(s.bytes)),
+    el("td", { class: "num" }, bytes(s.freed)), el("td", { class: "num" }, bytes(s.held)),
+    el("td", { class: "mono" }, s.library)));
+  out.replaceChildren(head, ...rows);
 }
 
 // ---- Sizes, leaks, threads, globals ----
@@ -519,6 +558,11 @@ function show() {
   const params = new URLSearchParams(query || "");
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.page === name);
   for (const s of document.querySelectorAll(".page")) s.classList.toggle("active", s.id === `page-${name}`);
+  if (name === "flame") {
+    const from = params.get("from"), to = params.get("to");
+    const range = from !== null && to !== null ? [Number(from), Number(to)] : null;
+    if (JSON.stringify(range) !== JSON.stringify(flameRange)) { flameRange = range; loaded.flame = false; }
+  }
   if (params.get("metric")) {
     for (const id of ["flame-metric", "tree-metric"]) document.getElementById(id).value = params.get("metric");
     loaded.flame = loaded.tree = false;
@@ -531,9 +575,17 @@ function show() {
   }
 }
 fill(document.getElementById("flame-metric"), METRICS, "bytes");
+// The thread filter: the threads whose own stacks the profile holds.
+api("threads").then((rows) => {
+  const own = rows.filter((r) => r.own_stacks);
+  if (!own.length || EMBEDDED) return;
+  const select = document.getElementById("flame-thread");
+  fill(select, [["", "all threads"], ...own.map((r) => [String(r.thread), `thread ${r.thread}${r.thread === 1 ? " (main)" : ""}`])], "");
+  select.parentElement.hidden = false;
+}).catch(() => {});
 fill(document.getElementById("tree-metric"), METRICS, "bytes");
 document.querySelectorAll("select.collapse").forEach((s) => fill(s, COLLAPSE, "none"));
-for (const id of ["flame-metric", "flame-inverted", "flame-collapse"]) document.getElementById(id).addEventListener("change", flame);
+for (const id of ["flame-metric", "flame-inverted", "flame-collapse", "flame-thread"]) document.getElementById(id).addEventListener("change", flame);
 for (const id of ["tree-metric", "tree-direction", "tree-collapse"]) document.getElementById(id).addEventListener("change", tree);
 window.addEventListener("hashchange", show);
 api("meta").then((m) => { if (m.base) document.querySelector('nav a[data-page="diff"]').hidden = false; }).catch(() => {});

@@ -9,6 +9,7 @@
 //! (`server.rs`); `export --format html` computes the same answers for the
 //! default views once and writes everything into one file.
 
+mod range;
 mod server;
 mod sources;
 
@@ -17,11 +18,13 @@ pub use server::serve;
 use crate::export::{flamegraph_svg, Weights};
 use crate::profiles::Opened;
 use crate::tree::Metric;
+use crate::tree::Range;
 use anyhow::{anyhow, Result};
 use heapledger_analysis::calltree::{
     self, CallTree, CollapseMode, Direction, RenderOptions, Samples,
 };
 use heapledger_profile::timeline::{bandwidth, memory};
+use range::{filter_of, range_answer};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -43,7 +46,7 @@ pub struct Viewer {
     /// The samples of the last metric asked for (the flame graph and the
     /// call tree of one metric share them: reading them is most of a
     /// large profile's cost).
-    samples: Option<(Metric, Samples)>,
+    samples: SampleCache,
     /// Answers by request, the oldest dropped past `CACHED` of them.
     answers: Vec<(String, &'static str, Arc<Vec<u8>>)>,
 }
@@ -169,15 +172,23 @@ fn diff_answer(
     Ok(("image/svg+xml", svg))
 }
 
-/// The samples of `metric`, from `cache` when they are its.
+/// The samples last read: of a metric, over the whole run, a time range
+/// or a thread (`Range::key`).
+type SampleCache = Option<((Metric, String), Samples)>;
+
+/// The samples of `metric` (in `range`, where given), from `cache` when
+/// they are its.
 fn samples_of<'a>(
     o: &Opened,
-    cache: &'a mut Option<(Metric, Samples)>,
+    cache: &'a mut SampleCache,
     metric: Metric,
+    range: Option<&Range>,
 ) -> Result<&'a Samples> {
-    if cache.as_ref().is_none_or(|c| c.0 != metric) {
+    let key = (metric, range.map_or(String::new(), |r| r.key.clone()));
+    if cache.as_ref().is_none_or(|c| c.0 != key) {
         *cache = None;
-        *cache = Some((metric, crate::tree::samples(o, metric, false)?));
+        let rows = range.map(|r| r.rows.as_slice());
+        *cache = Some((key, crate::tree::samples_in(o, metric, false, rows)?));
     }
     Ok(&cache.as_ref().expect("set above").1)
 }
@@ -186,7 +197,7 @@ fn samples_of<'a>(
 /// with its query; (content type, body).
 pub fn answer(
     o: &Opened,
-    cache: &mut Option<(Metric, Samples)>,
+    cache: &mut SampleCache,
     name: &str,
     query: &str,
 ) -> Result<(&'static str, Vec<u8>)> {
@@ -194,6 +205,7 @@ pub fn answer(
     match name {
         "summary" => Ok((JSON, serde_json::to_vec(&summary(o)?)?)),
         "timeline" => Ok((JSON, serde_json::to_vec(&timeline(o))?)),
+        "range" => Ok((JSON, serde_json::to_vec(&range_answer(o, query)?)?)),
         "threads" => Ok((JSON, serde_json::to_vec(&threads(o))?)),
         "scatter" => Ok((JSON, serde_json::to_vec(&scatter(o))?)),
         "globals" => Ok((JSON, serde_json::to_vec(&globals(o))?)),
@@ -226,7 +238,8 @@ pub fn answer(
                 inverted: param(query, "inverted") == Some("1"),
                 collapse: collapse_of(query)?,
             };
-            let samples = samples_of(o, cache, weights.metric)?;
+            let range = filter_of(o, query)?;
+            let samples = samples_of(o, cache, weights.metric, range.as_ref())?;
             Ok(("image/svg+xml", flamegraph_svg(o, samples, weights)?))
         }
         // Every metric's weight of each frame of a flame graph (keyed
@@ -237,7 +250,11 @@ pub fn answer(
                 inverted: param(query, "inverted") == Some("1"),
                 collapse: collapse_of(query)?,
             };
-            Ok((JSON, serde_json::to_vec(&flame_info(o, cache, weights)?)?))
+            let range = filter_of(o, query)?;
+            Ok((
+                JSON,
+                serde_json::to_vec(&flame_info(o, cache, weights, range.as_ref())?)?,
+            ))
         }
         "tree" => {
             let metric = metric_of(query)?;
@@ -245,7 +262,7 @@ pub fn answer(
                 "bottom-up" => Direction::BottomUp,
                 _ => Direction::TopDown,
             };
-            let samples = samples_of(o, cache, metric)?;
+            let samples = samples_of(o, cache, metric, None)?;
             let tree = CallTree::build(samples, collapse_of(query)?, direction);
             let mut out = Vec::new();
             calltree::write_json(
@@ -290,18 +307,24 @@ fn tooltip_metrics(o: &Opened) -> Vec<Metric> {
 /// [`tooltip_metrics`] (null where that metric's tree has no such node).
 fn flame_info(
     o: &Opened,
-    cache: &mut Option<(Metric, Samples)>,
+    cache: &mut SampleCache,
     weights: Weights,
+    range: Option<&Range>,
 ) -> Result<serde_json::Value> {
-    let frames = crate::export::flame_frames(samples_of(o, cache, weights.metric)?, &weights);
-    let metrics = tooltip_metrics(o);
+    let frames =
+        crate::export::flame_frames(samples_of(o, cache, weights.metric, range)?, &weights);
+    // (A time range has allocations and bytes only.)
+    let metrics = match range {
+        Some(_) => vec![Metric::Count, Metric::Bytes],
+        None => tooltip_metrics(o),
+    };
     let direction = match weights.inverted {
         true => Direction::BottomUp,
         false => Direction::TopDown,
     };
     let mut values: Vec<Vec<Option<u64>>> = vec![Vec::with_capacity(metrics.len()); frames.len()];
     for &m in &metrics {
-        let samples = samples_of(o, cache, m)?;
+        let samples = samples_of(o, cache, m, range)?;
         let tree = CallTree::build(samples, weights.collapse, direction);
         for ((_, path), v) in frames.iter().zip(values.iter_mut()) {
             v.push(match path.is_empty() {
@@ -325,6 +348,8 @@ fn flame_info(
 /// One row per thread: its number, memory operations, calls and bytes per
 /// allocator function, its deepest stack.
 fn threads(o: &Opened) -> serde_json::Value {
+    // (Which have their own stacks, for the flame graph's thread filter.)
+    let own = o.thread_stack_threads().map(|t| t.0).unwrap_or_default();
     let rows: Vec<serde_json::Value> = o
         .profile
         .threads
@@ -344,6 +369,7 @@ fn threads(o: &Opened) -> serde_json::Value {
                 "mem_ops": t.cnt_mem_ops,
                 "calls": calls,
                 "deepest_stack_bytes": t.stack_mem.size,
+                "own_stacks": own.contains(&(i as u32)),
             })
         })
         .collect();
@@ -492,6 +518,7 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     let mut data = serde_json::Map::new();
     data.insert("summary".into(), summary(o)?);
     data.insert("timeline".into(), timeline(o));
+    data.insert("range".into(), range_answer(o, "")?);
     data.insert("meta".into(), serde_json::json!({ "base": null }));
     data.insert("threads".into(), threads(o));
     data.insert("scatter".into(), scatter(o));

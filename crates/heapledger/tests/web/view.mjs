@@ -145,6 +145,40 @@ try {
     await page.waitForTimeout(200);
     seen.timelineSite = await page.textContent("#timeline-site");
   }
+  // Dragging across the whole memory chart selects a time range: its
+  // sites listed, and its flame graph a click away.
+  await page.waitForFunction(() => document.getElementById("range-note").textContent.length > 0, null, { timeout: 20000 });
+  seen.rangeNote = await page.textContent("#range-note");
+  if (over && /checkpoints, the last/.test(seen.rangeNote)) {
+    const box = await over.boundingBox();
+    await page.mouse.move(box.x + 1, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width - 1, box.y + box.height / 2, { steps: 8 });
+    await page.mouse.up();
+    await page.waitForSelector("#range-sites tr td", { timeout: 20000 });
+    seen.rangeNote = await page.textContent("#range-note");
+    seen.rangeSites = await page.$$eval("#range-sites tr", (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
+    await page.click("#range-note a");
+    await page.waitForFunction(() => /from=/.test(document.getElementById("flame-frame").dataset.shown || ""), null, { timeout: 30000 });
+    seen.rangeBanner = await page.textContent("#flame-range");
+    const rf = await (await page.$("#flame-frame")).contentFrame();
+    await rf.waitForSelector("g > title", { state: "attached", timeout: 30000 });
+    seen.rangeFlame = await rf.$$eval("g > title", (ts) => ts.map((t) => t.textContent));
+  }
+
+  // The flame graph of one thread, where the profile has threads' own
+  // stacks: the last thread listed.
+  await page.click('nav a[data-page="flame"]');
+  if (await page.isVisible("#flame-thread")) {
+    const options = await page.$$eval("#flame-thread option", (os) => os.map((o) => o.value));
+    seen.threadOptions = options;
+    await page.selectOption("#flame-thread", options[options.length - 1]);
+    await page.waitForFunction(() => /thread=/.test(document.getElementById("flame-frame").dataset.shown || ""), null, { timeout: 30000 });
+    const tf = await (await page.$("#flame-frame")).contentFrame();
+    await tf.waitForSelector("g > title", { state: "attached", timeout: 30000 });
+    seen.threadFlame = await tf.$$eval("g > title", (ts) => ts.map((t) => t.textContent));
+    await page.selectOption("#flame-thread", "");
+  }
 
   // Sizes, leaks, threads, globals: their tables and text.
   const cells = (sel) => page.$$eval(sel, (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));

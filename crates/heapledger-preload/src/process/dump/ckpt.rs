@@ -9,17 +9,31 @@
 
 use super::encode::{encode_snapshot, take_snapshot};
 use super::file::{describe, reserved_path, FileSink, SINK_BUF};
+use super::series::Series;
 use crate::base::clock;
 use crate::base::phase;
 use crate::base::sync::SpinLock;
+use crate::data::stacks;
 use alloc::vec::Vec;
 use heapledger_wire::{Checkpoint, Encoder};
 
 /// Held while a checkpoint is taken, and by the final dump (which then
 /// waits for the one being written and starts none after); holds the
-/// number of the last checkpoint written. Taken before the registry (fork
-/// takes it first: `process::fork`).
-pub static CKPT: SpinLock<u64> = SpinLock::new(0);
+/// number of the last checkpoint written and the series' view of the
+/// stacks. Taken before the registry (fork takes it first:
+/// `process::fork`).
+pub static CKPT: SpinLock<Ckpt> = SpinLock::new(Ckpt {
+    last: 0,
+    series: Series::new(),
+});
+
+/// What [`CKPT`] guards.
+pub struct Ckpt {
+    /// The number of the last checkpoint or snapshot written.
+    pub last: u64,
+    /// Each stack's counts as the series last wrote them (`series`).
+    pub series: Series,
+}
 
 /// Where the descriptor of a checkpoint being written goes: out of the way
 /// of the numbers the program's files get (below the reserved dump file's).
@@ -58,7 +72,7 @@ pub fn open_high_read(path: &core::ffi::CStr) -> Option<i32> {
 }
 
 /// `fd`, or a duplicate of it above the program's numbers (`fd` closed).
-fn move_high(fd: i32) -> i32 {
+pub(super) fn move_high(fd: i32) -> i32 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -105,7 +119,7 @@ fn write(limit_ns: u64, label: Option<&str>) -> Option<u64> {
     let path = reserved_path()?;
     let snap = take_snapshot(limit_ns)?;
     let ckpt = Checkpoint {
-        seq: *last + 1,
+        seq: last.last + 1,
         ticks: clock::ticks(),
     };
     let name = match label {
@@ -125,7 +139,14 @@ fn write(limit_ns: u64, label: Option<&str>) -> Option<u64> {
         buf: Vec::with_capacity(SINK_BUF),
         err: 0,
     });
-    encode_snapshot(&mut e, snap, ckpt, label);
+    let mut record = last
+        .series
+        .record(ckpt.seq, ckpt.ticks, stacks::count() as usize);
+    encode_snapshot(&mut e, snap, ckpt, label, &mut |id, c| {
+        if let Some(r) = record.as_mut() {
+            r.see(id, c)
+        }
+    });
     e.sink.flush();
     // SAFETY: fd is ours.
     unsafe { libc::close(fd) };
@@ -143,7 +164,11 @@ fn write(limit_ns: u64, label: Option<&str>) -> Option<u64> {
         say_once(&path, err);
         return None;
     }
-    *last = ckpt.seq;
+    // Once the checkpoint stands, the series says what changed up to it.
+    if let Some(r) = record {
+        r.append(&path);
+    }
+    last.last = ckpt.seq;
     Some(ckpt.seq)
 }
 
@@ -176,5 +201,7 @@ pub(super) fn remove(path: &str) {
 pub fn forked() {
     // SAFETY: the child has one thread, and `CKPT` was taken by the fork
     // (`process::fork`) and released: no one holds it.
-    unsafe { *CKPT.get_unchecked() = 0 };
+    let c = unsafe { CKPT.get_unchecked() };
+    c.last = 0;
+    c.series.forget();
 }

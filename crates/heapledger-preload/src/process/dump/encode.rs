@@ -12,7 +12,7 @@ use crate::thread::{freeze, state};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-use heapledger_wire::{Checkpoint, Encoder, Globals, Tag, TimelinePoint, VERSION};
+use heapledger_wire::{Checkpoint, Encoder, Globals, StackCounters, Tag, TimelinePoint, VERSION};
 
 fn read_file(path: &core::ffi::CStr) -> Vec<u8> {
     let mut out = Vec::new();
@@ -75,7 +75,8 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
         let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
         let g = gather(states, epoch, base);
         let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
-        write_stacks(e, &maps, epoch);
+        write_stacks(e, &maps, epoch, &mut |_, _| {});
+        super::per_thread::write(e, states);
         g
     });
     let (leaks, alive_total) = leaks();
@@ -144,6 +145,7 @@ pub(super) fn encode_snapshot(
     snap: Snapshot,
     ckpt: Checkpoint,
     label: Option<&str>,
+    see: &mut dyn FnMut(u32, &StackCounters),
 ) {
     let start_ticks = preamble(e, ckpt.ticks, Some(ckpt));
     if let Some(label) = label {
@@ -151,7 +153,7 @@ pub(super) fn encode_snapshot(
         e.bytes(label.as_bytes());
     }
     let maps = [snap.base.as_ref(), Some(&snap.g.merged)];
-    write_stacks(e, &maps, snap.totals.epoch);
+    write_stacks(e, &maps, snap.totals.epoch, see);
     rest(e, snap.g, &snap.leaks, &snap.totals, start_ticks, false);
 }
 
@@ -489,7 +491,13 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
 /// see `hooks::alloc::stackless`), and its highest bytes alive at least
 /// that share and what it holds now (with `--stack none`, the peak). Each
 /// stack is written against the one before (they share outer frames).
-pub(super) fn write_stacks(e: &mut Encoder<FileSink>, maps: &[Option<&StackMap>], epoch: u64) {
+/// `see` is shown each stack's counters as written (the checkpoint series).
+pub(super) fn write_stacks(
+    e: &mut Encoder<FileSink>,
+    maps: &[Option<&StackMap>],
+    epoch: u64,
+    see: &mut dyn FnMut(u32, &StackCounters),
+) {
     let mut prev: &[u64] = &[];
     let mut others: i64 = 0;
     let mut empty: Option<Full> = None;
@@ -518,6 +526,7 @@ pub(super) fn write_stacks(e: &mut Encoder<FileSink>, maps: &[Option<&StackMap>]
         e.stack(id as u64, frames, prev);
         prev = frames;
         e.stack_counters(id as u64, &c);
+        see(id, &c);
     }
     if let Some(m) = empty {
         let mut c = m.wire_counters(0, epoch);
@@ -525,5 +534,6 @@ pub(super) fn write_stacks(e: &mut Encoder<FileSink>, maps: &[Option<&StackMap>]
         c.max_alive = c.max_alive.max(c.at_peak as u64).max(c.alive.max(0) as u64);
         e.stack(0, stacks::frames(stacks::entry(0)), prev);
         e.stack_counters(0, &c);
+        see(0, &c);
     }
 }

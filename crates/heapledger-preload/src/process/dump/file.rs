@@ -29,7 +29,7 @@ impl FileSink {
         self.buf.clear();
     }
 
-    fn write_all(&mut self, bytes: &[u8]) {
+    pub(super) fn write_all(&mut self, bytes: &[u8]) {
         let mut off = 0;
         while off < bytes.len() && self.err == 0 {
             // SAFETY: writing a buffer of ours to our own fd.

@@ -6,7 +6,9 @@
 //! - `encode.rs`: what it holds;
 //! - `file.rs`: the file it goes to, reserved when recording starts;
 //! - `ckpt.rs`: the same dump written while the process runs, as a
-//!   checkpoint beside it (when: `process::checkpoint`).
+//!   checkpoint beside it (when: `process::checkpoint`), and `series.rs`
+//!   the record of each checkpoint's changes it appends to a series;
+//! - `per_thread.rs`: what each thread allocated at each stack.
 
 mod about;
 mod ckpt;
@@ -14,6 +16,8 @@ mod encode;
 use crate::base::sync;
 use encode::encode;
 mod file;
+mod per_thread;
+mod series;
 
 pub use ckpt::{open_high_read, write_checkpoint, write_snapshot, CKPT};
 pub use file::{forget, reserve};

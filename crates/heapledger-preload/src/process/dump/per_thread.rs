@@ -1,0 +1,37 @@
+//! What each thread allocated at each stack (`Tag::ThreadStack`), for the
+//! profile's views of one thread: the threads kept one by one (numbers
+//! below `SPARE`), live ones from their tables, ended ones from the rows
+//! they kept (`thread::kept`). Written only where more than one thread
+//! allocated: with one, its rows are the stacks' own counters.
+
+use super::file::FileSink;
+use crate::thread::{kept, state};
+use core::sync::atomic::Ordering;
+use heapledger_wire::{Encoder, Tag};
+
+pub(super) fn write(e: &mut Encoder<FileSink>, states: &[&state::ThreadState]) {
+    let kept_one = |s: &&&state::ThreadState| s.number < state::SPARE;
+    let mut with_rows = 0;
+    for s in states.iter().filter(kept_one) {
+        let mut any = false;
+        kept::each_row(s, |_| any = true);
+        with_rows += usize::from(any);
+    }
+    let unkept = kept::UNKEPT.load(Ordering::Relaxed);
+    if with_rows < 2 && unkept == 0 {
+        return;
+    }
+    for s in states.iter().filter(kept_one) {
+        kept::each_row(s, |(id, count, bytes)| {
+            e.tag(Tag::ThreadStack);
+            e.u(s.number);
+            e.u(u64::from(id));
+            e.u(count);
+            e.u(bytes);
+        });
+    }
+    if unkept > 0 {
+        e.tag(Tag::ThreadStacksUnkept);
+        e.u(unkept);
+    }
+}

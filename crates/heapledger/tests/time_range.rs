@@ -1,0 +1,185 @@
+//! Time ranges of one run, from the checkpoint series (issue 30; the
+//! viewer's timeline selection of issue 33 stands on it): `phases.c`
+//! allocates at three sites 600 ms apart while checkpoints are written
+//! every 100 ms. Between two checkpoints, `tree --from --to` shows exactly
+//! what was allocated then: the stretches add up to the whole run, and
+//! each phase falls after the one before. A program killed by SIGKILL
+//! keeps its series up to its last checkpoint.
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SITES: [&str; 3] = ["first_phase", "second_phase", "third_phase"];
+
+fn recorded(dir: &Scratch, args: &[&str]) -> PathBuf {
+    let exe = dir.join("phases");
+    compile("cc", &["phases.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--checkpoint-every", "0.1", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(store.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
+    store
+}
+
+/// Each phase site's weight by `metric` in `tree --from A --to B`.
+fn in_range(store: &Path, metric: &str, a: f64, b: f64) -> HashMap<String, u64> {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["tree", "--json", "--limit", "0", "--metric", metric])
+        .args(["--from", &a.to_string(), "--to", &b.to_string()])
+        .arg(store)
+        .output()
+        .unwrap();
+    let mut out = HashMap::new();
+    if !o.status.success() {
+        // Nothing allocated in the range: no tree to print.
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("nothing"), "{err}");
+        return out;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    fn walk(n: &serde_json::Value, out: &mut HashMap<String, u64>) {
+        let name = n["routine"].as_str().unwrap_or("");
+        if SITES.contains(&name) {
+            *out.entry(name.to_owned()).or_default() += n["excl"].as_u64().unwrap();
+        }
+        for c in n["children"].as_array().into_iter().flatten() {
+            walk(c, out);
+        }
+    }
+    for r in v["roots"].as_array().unwrap() {
+        walk(r, &mut out);
+    }
+    out
+}
+
+fn checkpoints(store: &Path) -> Vec<f64> {
+    let r = report_json(store);
+    r["checkpoints"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no checkpoints in {r:#}"))
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .collect()
+}
+
+/// The stretches between consecutive checkpoints (from the start) add up
+/// to the whole run, and each phase lies in stretches after the one
+/// before's.
+fn stretches_add_up(store: &Path, metric: &str, whole: [u64; 3]) {
+    let points = checkpoints(store);
+    assert!(points.len() >= 3, "{points:?}");
+    let mut sum = [0u64; 3];
+    let mut seen: [Vec<usize>; 3] = Default::default();
+    let mut from = 0.0;
+    for (i, &to) in points.iter().enumerate() {
+        let w = in_range(store, metric, from, to);
+        for (k, site) in SITES.iter().enumerate() {
+            if let Some(&v) = w.get(*site) {
+                sum[k] += v;
+                seen[k].push(i);
+            }
+        }
+        from = to;
+    }
+    assert_eq!(sum, whole, "{metric} by stretch, {points:?}");
+    for k in 1..3 {
+        assert!(
+            seen[k - 1].iter().max() < seen[k].iter().min(),
+            "{} in stretches {:?}, {} in {:?}",
+            SITES[k - 1],
+            seen[k - 1],
+            SITES[k],
+            seen[k]
+        );
+    }
+}
+
+#[test]
+fn stretches_between_checkpoints_add_up_to_the_run() {
+    let dir = Scratch::new("time-range");
+    let store = recorded(&dir, &[]);
+    let whole = in_range(&store, "bytes", 0.0, 1e9);
+    let bytes = [100 * 1000, 40 * 5000, 7 * 333];
+    for (k, site) in SITES.iter().enumerate() {
+        assert_eq!(whole.get(*site), Some(&bytes[k]), "{site}: {whole:?}");
+    }
+    stretches_add_up(&store, "bytes", bytes);
+    stretches_add_up(&store, "count", [100, 40, 7]);
+    // The last checkpoint is the end of the run.
+    let points = checkpoints(&store);
+    let r = report_json(&store);
+    let runtime = r["program"]["run_seconds"].as_f64().unwrap();
+    let last = *points.last().unwrap();
+    assert!(
+        last >= 1.8 && (last - runtime).abs() < 0.01,
+        "{last} {runtime}"
+    );
+    // Another metric has no time range.
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["tree", "--metric", "peak", "--from", "0", "--to", "1"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("allocations or bytes"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn a_killed_program_keeps_its_series_up_to_its_last_checkpoint() {
+    let dir = Scratch::new("time-range-killed");
+    let store = recorded(&dir, &["kill"]);
+    let r = report_json(&store);
+    let at = r["program"]["checkpoint"]["seconds"].as_f64();
+    assert!(
+        at.is_some(),
+        "the summary says it stops at a checkpoint: {r:#}"
+    );
+    // The series ends there.
+    let points = checkpoints(&store);
+    assert!(
+        (points.last().unwrap() - at.unwrap()).abs() < 1e-6,
+        "{points:?} {at:?}"
+    );
+    stretches_add_up(&store, "bytes", [100 * 1000, 40 * 5000, 7 * 333]);
+}
+
+#[test]
+fn a_profile_without_checkpoints_says_so() {
+    let dir = Scratch::new("time-range-none");
+    let exe = dir.join("phases");
+    compile("cc", &["phases.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--checkpoint-every", "0", "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["tree", "--from", "0", "--to", "1"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("no checkpoints"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
