@@ -4,9 +4,9 @@
 use crate::profiles::Opened;
 use anyhow::Result;
 use heapledger_analysis::calltree::{
-    self, CallTree, CollapseMode, Direction, RenderOptions, Samples,
+    self, CallTree, CollapseMode, Direction, RenderOptions, RoutineId, Samples,
 };
-use heapledger_profile::{Addr, Profile};
+use heapledger_profile::{Addr, Profile, StackInfos};
 use std::io::Write;
 
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
@@ -96,6 +96,72 @@ fn routines_of(p: &Profile, addr: Addr, by_line: bool, out: &mut Vec<String>) {
         out.push(p.frame_name(addr).into_owned());
     } else {
         out.push(name(site.function, site.file, site.line));
+    }
+}
+
+/// A stack's weight by `metric` from its counters (0 for the metrics
+/// that are not kept per stack: `Leaked`, `Waited`).
+pub fn stack_weight(metric: Metric, infos: &StackInfos, ns_per_tick: f64) -> u64 {
+    match metric {
+        Metric::Count => infos.alloc.count,
+        Metric::Bytes => infos.alloc.sum,
+        Metric::Peak => infos.global_peak.max(0) as u64,
+        Metric::Temporary => infos.temporary,
+        Metric::Lifetime => (infos.lifetime.sum as f64 * ns_per_tick) as u64,
+        Metric::Leaked | Metric::Waited => 0,
+    }
+}
+
+/// Names stacks as paths of routines, root first: each address's inline
+/// chain (outermost first), then its function; named and interned once
+/// per address (a million stacks hold a few thousand addresses).
+pub struct Namer<'p> {
+    p: &'p Profile,
+    by_line: bool,
+    /// Each address's routines: a slice of `flat`.
+    routines: HashMap<Addr, (u32, u32)>,
+    flat: Vec<RoutineId>,
+    names: Vec<String>,
+    no_stack: Option<RoutineId>,
+}
+
+impl<'p> Namer<'p> {
+    pub fn new(p: &'p Profile, by_line: bool) -> Namer<'p> {
+        Namer {
+            p,
+            by_line,
+            routines: HashMap::default(),
+            flat: Vec::new(),
+            names: Vec::new(),
+            no_stack: None,
+        }
+    }
+
+    /// The routines of `stack` (innermost first), root first, in `out`,
+    /// interned with `intern` (always the same table); `[no stack]` for an
+    /// empty stack.
+    pub fn path(
+        &mut self,
+        stack: &[Addr],
+        intern: &mut dyn FnMut(&str) -> RoutineId,
+        out: &mut Vec<RoutineId>,
+    ) {
+        out.clear();
+        for &a in stack.iter().rev() {
+            let (at, len) = *self.routines.entry(a).or_insert_with(|| {
+                self.names.clear();
+                routines_of(self.p, a, self.by_line, &mut self.names);
+                let at = self.flat.len() as u32;
+                for n in &self.names {
+                    self.flat.push(intern(n));
+                }
+                (at, self.names.len() as u32)
+            });
+            out.extend_from_slice(&self.flat[at as usize..(at + len) as usize]);
+        }
+        if out.is_empty() {
+            out.push(*self.no_stack.get_or_insert_with(|| intern("[no stack]")));
+        }
     }
 }
 
@@ -202,33 +268,13 @@ pub fn samples_in(
     }
     let p = &o.profile;
     let mut samples = Samples::new();
-    let mut names = Vec::new();
-    // Each address's routines (its inline chain, outermost first), named
-    // and interned once: a million stacks hold a few thousand addresses.
-    let mut routines: HashMap<Addr, (u32, u32)> = HashMap::default();
-    let mut flat: Vec<heapledger_analysis::calltree::RoutineId> = Vec::new();
+    let mut namer = Namer::new(p, by_line);
     let mut frames = Vec::new();
-    let mut no_stack = None;
     let mut push = |stack: &[Addr], weight: u64, samples: &mut Samples| -> Result<()> {
         if weight == 0 {
             return Ok(());
         }
-        frames.clear();
-        for &a in stack.iter().rev() {
-            let (at, len) = *routines.entry(a).or_insert_with(|| {
-                names.clear();
-                routines_of(p, a, by_line, &mut names);
-                let at = flat.len() as u32;
-                for n in &names {
-                    flat.push(samples.intern(n));
-                }
-                (at, names.len() as u32)
-            });
-            frames.extend_from_slice(&flat[at as usize..(at + len) as usize]);
-        }
-        if frames.is_empty() {
-            frames.push(*no_stack.get_or_insert_with(|| samples.intern("[no stack]")));
-        }
+        namer.path(stack, &mut |n| samples.intern(n), &mut frames);
         samples.push(&frames, weight)?;
         Ok(())
     };
@@ -274,14 +320,7 @@ pub fn samples_in(
                     }
                     return;
                 }
-                let w = match metric {
-                    Metric::Count => infos.alloc.count,
-                    Metric::Bytes => infos.alloc.sum,
-                    Metric::Peak => infos.global_peak.max(0) as u64,
-                    Metric::Temporary => infos.temporary,
-                    Metric::Lifetime => (infos.lifetime.sum as f64 * ns_per_tick) as u64,
-                    Metric::Leaked | Metric::Waited => 0,
-                };
+                let w = stack_weight(metric, infos, ns_per_tick);
                 if let Err(e) = push(stack, w, &mut samples) {
                     failed = Some(e);
                 }

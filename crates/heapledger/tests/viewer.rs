@@ -170,7 +170,24 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
         "{crumbs:?}"
     );
     assert!(crumbs.contains(&"_start"), "{crumbs:?}");
+    // ... and a link to the source of the frame zoomed into.
+    assert_eq!(
+        seen["flameCrumbSource"],
+        serde_json::json!(["the source of main"])
+    );
     assert_eq!(seen["flameUnzoomedByCrumb"], true, "{seen:#}");
+    // A routine of the call tree opens its source: main's, in leaks.c, at
+    // its first line the profile names.
+    if seen.get("treeSource").is_some() {
+        assert!(
+            seen["treeSource"].as_str().unwrap().ends_with("leaks.c"),
+            "{seen:#}"
+        );
+        assert!(
+            seen["treeSourceHash"].as_str().unwrap().contains("&line="),
+            "{seen:#}"
+        );
+    }
     assert_eq!(
         seen["flameMainLabel"].as_str().map(str::trim),
         Some("main"),
@@ -385,6 +402,10 @@ fn view_serves_the_profiles_own_numbers() {
     let seen = look(&url, "leaks.c");
     check_pages(&seen, &store);
     assert!(
+        seen["treeSource"].is_string(),
+        "the tree's main did not open its source: {seen:#}"
+    );
+    assert!(
         seen["sourceTarget"].is_array(),
         "the sources page was not reached"
     );
@@ -438,6 +459,29 @@ fn view_serves_the_profiles_own_numbers() {
                 "the viewer answers on {to}"
             );
         }
+    }
+
+    // The tooltips' weights: walked once over the stacks without
+    // collapsing, from each metric's call tree with it; a frame drawn the
+    // same both ways (the program's own, which do not recurse) has the
+    // same numbers.
+    for inverted in [0, 1] {
+        let info = |collapse: &str| -> serde_json::Value {
+            let q = format!("api/flameinfo?metric=bytes&inverted={inverted}&collapse={collapse}");
+            serde_json::from_str(&http_get(&url, &q)).unwrap()
+        };
+        let (none, direct) = (info("none"), info("direct"));
+        assert_eq!(none["metrics"], direct["metrics"]);
+        let (a, b) = (
+            none["frames"].as_object().unwrap(),
+            direct["frames"].as_object().unwrap(),
+        );
+        let same = a.iter().filter(|(k, v)| b.get(*k) == Some(v)).count();
+        let both = a.keys().filter(|k| b.contains_key(*k)).count();
+        assert!(
+            both > 5 && same == both,
+            "inverted={inverted}: {same} of {both}: {none:#} {direct:#}"
+        );
     }
 
     // Ctrl-C ends it.

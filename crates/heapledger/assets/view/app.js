@@ -215,8 +215,23 @@ window.addEventListener("message", (ev) => {
   if (!path.length) { crumbs.replaceChildren(); return; }
   const kids = [el("a", { onclick: to(null) }, "all")];
   for (const p of path) kids.push(el("span", { class: "sep" }, "›"), el("a", { onclick: to(p.key) }, p.name));
+  // The frame zoomed into: its source, a click away.
+  const last = path[path.length - 1].name;
+  kids.push(el("a", { class: "src", title: `the source of ${last}`, onclick: () => goSource(last, crumbs) }, "source ↗"));
   crumbs.replaceChildren(...kids);
 });
+
+// Opens the source of routine `name` (where its addresses lie) on the
+// sources page; says so in `note` where the profile has none.
+async function goSource(name, note) {
+  let r;
+  try { r = await api(`where?function=${encodeURIComponent(name)}`); } catch (e) { r = { file: null }; }
+  if (!r.file) {
+    note.append(el("span", { class: "warning" }, ` no source file for ${name}`));
+    return;
+  }
+  location.hash = `#sources?file=${encodeURIComponent(r.file)}${r.line ? `&line=${r.line}` : ""}`;
+}
 
 let flameAsked = 0;
 // The time range the flame graph is limited to (set from the timeline:
@@ -304,7 +319,7 @@ async function tree() {
       : n.routine;
     const cells = stub
       ? [el("td", { class: "num" }, `(${num(n.traversed)})`), el("td", { class: "num" }, ""), el("td", { class: "num" }, ""), el("td", { class: "routine", style: `padding-left:${depth * 1.1}em` }, name)]
-      : [el("td", { class: "num" }, `${num(n.incl_direct)} (${num(n.incl_indirect)})`), el("td", { class: "num" }, num(n.excl)), el("td", { class: "num" }, n.level), el("td", { class: "routine", style: `padding-left:${depth * 1.1}em` }, toggle, name)];
+      : [el("td", { class: "num" }, `${num(n.incl_direct)} (${num(n.incl_indirect)})`), el("td", { class: "num" }, num(n.excl)), el("td", { class: "num" }, n.level), el("td", { class: "routine", style: `padding-left:${depth * 1.1}em` }, toggle, el("a", { class: "src", title: "its source", onclick: () => goSource(n.routine, document.getElementById("tree-total")) }, name))];
     const row = el("tr", { id: rowId, "data-parent": parentRow || "", "data-routine": n.routine, "data-level": stub ? "" : n.level }, ...cells);
     row.hidden = !visible;
     row.dataset.open = open ? "1" : "0";

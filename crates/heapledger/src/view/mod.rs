@@ -9,6 +9,7 @@
 //! (`server.rs`); `export --format html` computes the same answers for the
 //! default views once and writes everything into one file.
 
+mod flameinfo;
 mod range;
 mod server;
 mod sources;
@@ -20,6 +21,7 @@ use crate::profiles::Opened;
 use crate::tree::Metric;
 use crate::tree::Range;
 use anyhow::{anyhow, Result};
+use flameinfo::flame_info;
 use heapledger_analysis::calltree::{
     self, CallTree, CollapseMode, Direction, RenderOptions, Samples,
 };
@@ -216,6 +218,11 @@ pub fn answer(
             crate::waits::report(&o.profile, 16, true).into_bytes(),
         )),
         "sources" => Ok((JSON, serde_json::to_vec(&sources::files(o)?)?)),
+        // Where a routine of the flame graph or the call tree is defined.
+        "where" => {
+            let function = decoded(param(query, "function").unwrap_or(""));
+            Ok((JSON, serde_json::to_vec(&sources::where_is(o, &function))?))
+        }
         "source" => {
             let file = decoded(param(query, "file").unwrap_or(""));
             Ok((JSON, serde_json::to_vec(&sources::source(o, &file)?)?))
@@ -279,70 +286,6 @@ pub fn answer(
         }
         _ => Err(anyhow!("no data `{name}`")),
     }
-}
-
-/// The weights that a flame graph's tooltips show: every metric the
-/// profile has.
-fn tooltip_metrics(o: &Opened) -> Vec<Metric> {
-    let mut m = vec![
-        Metric::Count,
-        Metric::Bytes,
-        Metric::Peak,
-        Metric::Leaked,
-        Metric::Temporary,
-        Metric::Lifetime,
-    ];
-    if o.profile
-        .heapledger
-        .as_ref()
-        .is_some_and(|e| !e.time_lost.is_empty())
-    {
-        m.push(Metric::Waited);
-    }
-    m
-}
-
-/// `flameinfo`: for each frame of the flame graph of `weights` (`depth:x`,
-/// see `export::flame_frames`), its inclusive weight by every metric of
-/// [`tooltip_metrics`] (null where that metric's tree has no such node).
-fn flame_info(
-    o: &Opened,
-    cache: &mut SampleCache,
-    weights: Weights,
-    range: Option<&Range>,
-) -> Result<serde_json::Value> {
-    let frames =
-        crate::export::flame_frames(samples_of(o, cache, weights.metric, range)?, &weights);
-    // (A time range has allocations and bytes only.)
-    let metrics = match range {
-        Some(_) => vec![Metric::Count, Metric::Bytes],
-        None => tooltip_metrics(o),
-    };
-    let direction = match weights.inverted {
-        true => Direction::BottomUp,
-        false => Direction::TopDown,
-    };
-    let mut values: Vec<Vec<Option<u64>>> = vec![Vec::with_capacity(metrics.len()); frames.len()];
-    for &m in &metrics {
-        let samples = samples_of(o, cache, m, range)?;
-        let tree = CallTree::build(samples, weights.collapse, direction);
-        for ((_, path), v) in frames.iter().zip(values.iter_mut()) {
-            v.push(match path.is_empty() {
-                true => Some(tree.total_weight()),
-                false => crate::export::node_weight(&tree, samples, path),
-            });
-        }
-    }
-    let frames: serde_json::Map<String, serde_json::Value> = frames
-        .into_iter()
-        .zip(values)
-        .map(|((key, _), v)| (key, serde_json::json!(v)))
-        .collect();
-    Ok(serde_json::json!({
-        "metrics": metrics.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "units": metrics.iter().map(|m| m.unit()).collect::<Vec<_>>(),
-        "frames": frames,
-    }))
 }
 
 /// One row per thread: its number, memory operations, calls and bytes per

@@ -139,3 +139,39 @@ pub fn source(o: &Opened, file: &str) -> Result<serde_json::Value> {
         "here": sums(&here),
     }))
 }
+
+/// `where`: the source of routine `function` as the flame graph and the
+/// call tree name it: the file most of its addresses (inlined or not)
+/// lie in, and the first line of it they name; `{"file": null}` where
+/// none has a file.
+pub fn where_is(o: &Opened, function: &str) -> serde_json::Value {
+    let p = &o.profile;
+    let direct = p.sites.instr.values().map(|e| (e.function, e.file, e.line));
+    let inlined = p
+        .heapledger
+        .iter()
+        .flat_map(|x| x.inlined.values())
+        .flatten()
+        .map(|f| (f.function, f.file, f.line));
+    // Per file: its lowest line, and how many addresses name it.
+    let mut files: HashMap<&str, (u32, usize)> = HashMap::new();
+    for (f, file, line) in direct.chain(inlined) {
+        let file = p.sites.string(file);
+        if p.sites.string(f) != function || file == UNKNOWN || file.is_empty() {
+            continue;
+        }
+        let e = files.entry(file).or_insert((u32::MAX, 0));
+        e.0 = e.0.min(line.unwrap_or(u32::MAX));
+        e.1 += 1;
+    }
+    let best = files
+        .into_iter()
+        .max_by_key(|(f, (_, n))| (*n, std::cmp::Reverse(*f)));
+    match best {
+        Some((file, (line, _))) => serde_json::json!({
+            "file": file,
+            "line": (line != u32::MAX).then_some(line),
+        }),
+        None => serde_json::json!({ "file": null }),
+    }
+}

@@ -84,7 +84,8 @@ try {
   });
   // The breadcrumb of the zoom: "all" down to main; "all" zooms out.
   await page.waitForSelector("#flame-crumbs a", { timeout: 20000 });
-  seen.flameCrumbs = await page.$$eval("#flame-crumbs a", (as) => as.map((a) => a.textContent));
+  seen.flameCrumbs = await page.$$eval("#flame-crumbs a:not(.src)", (as) => as.map((a) => a.textContent));
+  seen.flameCrumbSource = await page.$$eval("#flame-crumbs a.src", (as) => as.map((a) => a.title));
   await page.click("#flame-crumbs a >> nth=0");
   await page.waitForFunction(() => !document.querySelector("#flame-crumbs a"), null, { timeout: 20000 });
   seen.flameUnzoomedByCrumb = await (await svgFrame()).evaluate(() => document.getElementById("unzoom").classList.contains("hide"));
@@ -129,6 +130,15 @@ try {
   await page.selectOption("#tree-direction", "bottom-up");
   await page.waitForFunction(() => /bottom-up/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
   seen.treeBottomUp = await rows();
+
+  // A routine's name in the call tree opens its source (served pages).
+  const mainLink = await page.$('#tree-table tr:not([hidden]) td.routine a.src >> text="main"');
+  if (!url.startsWith("file:") && mainLink) {
+    await mainLink.click();
+    await page.waitForFunction(() => /\.c$/.test(document.getElementById("source-name").textContent), null, { timeout: 20000 });
+    seen.treeSource = await page.textContent("#source-name");
+    seen.treeSourceHash = await page.evaluate(() => location.hash);
+  }
 
   // Timeline: uPlot's canvases and legends.
   await page.click('nav a[data-page="timeline"]');
