@@ -239,6 +239,15 @@ enum Command {
         /// Where `--format flamegraph` writes.
         #[arg(short, long, value_name = "SVG")]
         output: Option<PathBuf>,
+        /// Only what BASE allocated between these times (`FROM:TO`,
+        /// seconds after its process started, at its checkpoints): with
+        /// --range and the same file twice, the start of a run against
+        /// its end (allocations and bytes).
+        #[arg(long, value_name = "FROM:TO", value_parser = parse_range)]
+        base_range: Option<(f64, f64)>,
+        /// Only what NEW allocated between these times (`FROM:TO`).
+        #[arg(long, value_name = "FROM:TO", value_parser = parse_range)]
+        range: Option<(f64, f64)>,
     },
     /// The blocks still allocated at exit, in SoHook's leak report layout:
     /// totals, then each leak with its pointer, size, library and
@@ -590,21 +599,40 @@ pub fn main() -> Result<u8> {
             metric,
             format,
             output,
+            base_range,
+            range,
         } => {
             let load = crate::profiles::Load::Streamed;
             let b = crate::profiles::open(&base, crate::profiles::Pick::Main, load)?;
             let n = crate::profiles::open(&new, crate::profiles::Pick::Main, load)?;
+            let in_range = |o: &crate::profiles::Opened,
+                            r: Option<(f64, f64)>,
+                            which: &std::path::Path| {
+                r.map(|(a, b)| {
+                    let r = crate::tree::range(o, a, b)
+                        .map_err(|e| anyhow::anyhow!("`{}`: {e}", which.display()))?;
+                    eprintln!(
+                        "heapledger: {}: what was allocated from {:.3} s to {:.3} s (the checkpoints around the times asked for)",
+                        which.display(),
+                        r.from_s,
+                        r.to_s
+                    );
+                    Ok::<_, anyhow::Error>(r.rows)
+                })
+                .transpose()
+            };
+            let (br, nr) = (in_range(&b, base_range, &base)?, in_range(&n, range, &new)?);
             if format == DiffFormat::Flamegraph {
                 let svg = output.unwrap_or_else(|| PathBuf::from("diff.svg"));
                 crate::output::check_writable(Some(&svg))?;
-                crate::export::differential(&b, &n, metric, &svg)?;
+                crate::export::differential(&b, br.as_deref(), &n, nr.as_deref(), metric, &svg)?;
                 eprintln!(
                     "heapledger: differential flame graph written to {}",
                     svg.display()
                 );
                 return Ok(0);
             }
-            let rows = crate::diff::rows(&b, &n)?;
+            let rows = crate::diff::rows_in(&b, br.as_deref(), &n, nr.as_deref())?;
             let text = if json || format == DiffFormat::Json {
                 format!("{:#}\n", crate::diff::to_json(&rows))
             } else {
@@ -612,7 +640,7 @@ pub fn main() -> Result<u8> {
             };
             std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
             if let Some(svg) = flamegraph {
-                crate::export::differential(&b, &n, metric, &svg)?;
+                crate::export::differential(&b, br.as_deref(), &n, nr.as_deref(), metric, &svg)?;
                 eprintln!(
                     "heapledger: differential flame graph written to {}",
                     svg.display()
@@ -818,6 +846,16 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
         _ => Err(format!("`{s}` is not a percentage between 0 and 100")),
+    }
+}
+
+/// `FROM:TO`, two times in seconds.
+fn parse_range(s: &str) -> Result<(f64, f64), String> {
+    let err = || format!("`{s}` is not a time range FROM:TO in seconds");
+    let (a, b) = s.split_once(':').ok_or_else(err)?;
+    match (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
+        (Ok(a), Ok(b)) if a.is_finite() && b.is_finite() => Ok((a, b)),
+        _ => Err(err()),
     }
 }
 

@@ -5,6 +5,7 @@
 //! builds), as the summary names them.
 
 use crate::profiles::Opened;
+use crate::tree::RangeRows;
 use anyhow::Result;
 use heapledger_analysis::summary::{format_bytes, SiteSums, SiteTotal};
 use std::collections::HashMap;
@@ -27,9 +28,27 @@ impl Row {
 /// Column order of `Row::base` and `Row::new`.
 pub const COLUMNS: [&str; 4] = ["calls", "bytes", "bytes_at_peak", "leaked"];
 
-/// Every site of a profile, with its leaks.
-fn sites(o: &Opened) -> Result<Vec<SiteTotal>> {
+/// Every site of a profile, with its leaks; or, with `range`, what each
+/// allocated in that time range (allocations and bytes alone).
+fn sites(o: &Opened, range: Option<&RangeRows>) -> Result<Vec<SiteTotal>> {
     let mut sums = SiteSums::new();
+    if let Some(rows) = range {
+        let (mut row, mut next) = (0u32, 0usize);
+        o.each_stack(|stack, _| {
+            let at = row;
+            row += 1;
+            while next < rows.len() && rows[next].0 < at {
+                next += 1;
+            }
+            if let Some((_, a, b)) = rows.get(next).filter(|r| r.0 == at) {
+                let mut infos = heapledger_profile::StackInfos::default();
+                infos.alloc.count = b[0].saturating_sub(a[0]);
+                infos.alloc.sum = b[1].saturating_sub(a[1]);
+                sums.add(&o.profile, stack, &infos);
+            }
+        })?;
+        return Ok(sums.into_totals());
+    }
     o.each_stack(|stack, infos| sums.add(&o.profile, stack, infos))?;
     let mut runtime = o.profile.runtime_leaks();
     runtime.sort_unstable();
@@ -44,10 +63,23 @@ fn sites(o: &Opened) -> Result<Vec<SiteTotal>> {
 /// The rows of every site of either profile that changed, largest change
 /// in bytes first (then in calls, at the peak, leaked).
 pub fn rows(base: &Opened, new: &Opened) -> Result<Vec<Row>> {
+    rows_in(base, None, new, None)
+}
+
+/// As [`rows`], each side limited to a time range of its run where given
+/// (`tree::range`: what was allocated between two checkpoints; a diff of
+/// the start and the end of one run): calls and bytes then, no peak nor
+/// leaks.
+pub fn rows_in(
+    base: &Opened,
+    base_range: Option<&RangeRows>,
+    new: &Opened,
+    new_range: Option<&RangeRows>,
+) -> Result<Vec<Row>> {
     let mut rows: Vec<Row> = Vec::new();
     let mut index: HashMap<(String, String), usize> = HashMap::new();
-    for (which, o) in [(0, base), (1, new)] {
-        for t in sites(o)? {
+    for (which, o, range) in [(0, base, base_range), (1, new, new_range)] {
+        for t in sites(o, range)? {
             let key = (t.site.function.clone(), t.site.location.clone());
             let i = *index.entry(key).or_insert_with(|| {
                 rows.push(Row {

@@ -536,8 +536,15 @@ fn flame_options(title: String, metric: Metric) -> inferno::flamegraph::Options<
 /// A differential flame graph (inferno's: the new profile's shape, red
 /// where a stack grew, blue where it shrank) of two profiles' stacks,
 /// matched by their routines' names.
-pub fn differential(base: &Opened, new: &Opened, metric: Metric, out: &Path) -> Result<()> {
-    let svg = differential_svg(base, new, metric)?;
+pub fn differential(
+    base: &Opened,
+    base_range: Option<&crate::tree::RangeRows>,
+    new: &Opened,
+    new_range: Option<&crate::tree::RangeRows>,
+    metric: Metric,
+    out: &Path,
+) -> Result<()> {
+    let svg = differential_svg_in(base, base_range, new, new_range, metric)?;
     crate::output::write_whole(out, |mut f| {
         std::io::Write::write_all(&mut f, &svg)?;
         Ok(())
@@ -546,25 +553,37 @@ pub fn differential(base: &Opened, new: &Opened, metric: Metric, out: &Path) -> 
 
 /// The differential flame graph of [`differential`] as SVG.
 pub fn differential_svg(base: &Opened, new: &Opened, metric: Metric) -> Result<Vec<u8>> {
+    differential_svg_in(base, None, new, None, metric)
+}
+
+/// As [`differential_svg`], each side limited to a time range of its run
+/// where given (allocations or bytes).
+pub fn differential_svg_in(
+    base: &Opened,
+    base_range: Option<&crate::tree::RangeRows>,
+    new: &Opened,
+    new_range: Option<&crate::tree::RangeRows>,
+    metric: Metric,
+) -> Result<Vec<u8>> {
     let split = |l: &str| -> (String, u64) {
         let (s, w) = l.rsplit_once(' ').unwrap_or((l, "0"));
         (s.to_owned(), w.parse().unwrap_or(0))
     };
-    let folded = |o: &Opened| -> Result<String> {
+    let folded = |o: &Opened, range: Option<&crate::tree::RangeRows>| -> Result<String> {
         let mut text = Vec::new();
         write_folded(
             &mut text,
-            &crate::tree::samples(o, metric, false)?,
+            &crate::tree::samples_in(o, metric, false, range)?,
             CollapseMode::None,
         )?;
         Ok(String::from_utf8(text)?)
     };
     let mut both: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
-    for l in folded(base)?.lines() {
+    for l in folded(base, base_range)?.lines() {
         let (s, w) = split(l);
         both.entry(s).or_default().0 += w;
     }
-    for l in folded(new)?.lines() {
+    for l in folded(new, new_range)?.lines() {
         let (s, w) = split(l);
         both.entry(s).or_default().1 += w;
     }

@@ -201,6 +201,9 @@ pub struct Range {
 /// The time range from `a` to `b` seconds after the process started,
 /// widened to the checkpoints around it.
 pub fn range(o: &Opened, a: f64, b: f64) -> Result<Range> {
+    if !a.is_finite() || !b.is_finite() {
+        anyhow::bail!("a time range runs between two numbers of seconds");
+    }
     let (a, b) = (a.min(b), a.max(b));
     let times = o.series_times()?;
     let Some(last) = times.len().checked_sub(1) else {

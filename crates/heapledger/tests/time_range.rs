@@ -124,6 +124,17 @@ fn stretches_between_checkpoints_add_up_to_the_run() {
         last >= 1.8 && (last - runtime).abs() < 0.01,
         "{last} {runtime}"
     );
+    // Not a time: one line.
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["tree", "--from", "nan", "--to", "1"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("numbers of seconds"),
+        "{err}"
+    );
     // Another metric has no time range.
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
         .args(["tree", "--metric", "peak", "--from", "0", "--to", "1"])
@@ -182,4 +193,64 @@ fn a_profile_without_checkpoints_says_so() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// `diff` of two time ranges of one run (the same file twice): the
+/// stretch of the first phase against the stretch of the third names the
+/// first as shrunk and the third as grown, with their exact numbers.
+#[test]
+fn the_start_of_a_run_against_its_end() {
+    let dir = Scratch::new("time-range-diff");
+    let store = recorded(&dir, &[]);
+    let points = checkpoints(&store);
+    // The stretch (from, to) holding each phase.
+    let mut at: HashMap<&str, (f64, f64)> = HashMap::new();
+    let mut from = 0.0;
+    for &to in &points {
+        for site in in_range(&store, "count", from, to).keys() {
+            let name = SITES.iter().find(|s| *s == site).unwrap();
+            at.insert(name, (from, to));
+        }
+        from = to;
+    }
+    let (first, third) = (at["first_phase"], at["third_phase"]);
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["diff", "--json"])
+        .arg(&store)
+        .arg(&store)
+        .args(["--base-range", &format!("{}:{}", first.0, first.1)])
+        .args(["--range", &format!("{}:{}", third.0, third.1)])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let site = |f: &str| {
+        v["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["function"] == f)
+            .map(|s| {
+                let n = |side: &str, k: &str| s[side][k].as_u64().unwrap();
+                [
+                    n("base", "calls"),
+                    n("base", "bytes"),
+                    n("new", "calls"),
+                    n("new", "bytes"),
+                ]
+            })
+    };
+    assert_eq!(site("first_phase"), Some([100, 100_000, 0, 0]), "{v:#}");
+    assert_eq!(site("third_phase"), Some([0, 0, 7, 2331]), "{v:#}");
+    assert_eq!(site("second_phase"), None, "{v:#}");
+    // A range that is not one: one line.
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("diff")
+        .arg(&store)
+        .arg(&store)
+        .args(["--range", "soon"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("FROM:TO"), "{err}");
 }
