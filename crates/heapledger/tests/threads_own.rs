@@ -8,36 +8,16 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::process::Command;
 
 /// `thread_alloc`'s (allocations, bytes) in `tree --thread N`, or the
 /// error line.
 fn of_thread(store: &Path, n: u32) -> Result<(u64, u64), String> {
-    let mut got = [0u64; 2];
-    for (i, metric) in ["count", "bytes"].iter().enumerate() {
-        let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-            .args(["tree", "--json", "--limit", "0", "--metric", metric])
-            .args(["--thread", &n.to_string()])
-            .arg(store)
-            .output()
-            .unwrap();
-        if !o.status.success() {
-            return Err(String::from_utf8_lossy(&o.stderr).into_owned());
-        }
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        fn walk(n: &serde_json::Value, sum: &mut u64) {
-            if n["routine"] == "thread_alloc" {
-                *sum += n["excl"].as_u64().unwrap();
-            }
-            for c in n["children"].as_array().into_iter().flatten() {
-                walk(c, sum);
-            }
-        }
-        for r in v["roots"].as_array().unwrap() {
-            walk(r, &mut got[i]);
-        }
-    }
-    Ok((got[0], got[1]))
+    let n = n.to_string();
+    let of = |metric: &str| -> Result<u64, String> {
+        let w = tree_own_weights(store, &["--metric", metric, "--thread", &n])?;
+        Ok(w.get("thread_alloc").copied().unwrap_or(0))
+    };
+    Ok((of("count")?, of("bytes")?))
 }
 
 #[test]
@@ -73,11 +53,7 @@ fn each_threads_view_holds_its_own_allocations() {
 #[test]
 fn a_single_thread_has_no_views_of_its_own() {
     let dir = Scratch::new("threads-own-one");
-    let exe = dir.join("phases");
-    compile("cc", &["phases.c"], SITE_FLAGS, &exe);
-    let store = dir.join("p.sqlite");
-    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let store = phases_recorded(&dir, "2", &[]);
     let err = of_thread(&store, 1).unwrap_err();
     assert!(err.contains("one thread allocated"), "{err}");
 }

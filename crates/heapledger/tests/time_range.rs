@@ -16,50 +16,23 @@ use std::process::Command;
 const SITES: [&str; 3] = ["first_phase", "second_phase", "third_phase"];
 
 fn recorded(dir: &Scratch, args: &[&str]) -> PathBuf {
-    let exe = dir.join("phases");
-    compile("cc", &["phases.c"], SITE_FLAGS, &exe);
-    let store = dir.join("p.sqlite");
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["run", "-q", "--checkpoint-every", "0.1", "-o"])
-        .arg(&store)
-        .arg("--")
-        .arg(&exe)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(store.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
-    store
+    phases_recorded(dir, "0.1", args)
 }
 
 /// Each phase site's weight by `metric` in `tree --from A --to B`.
 fn in_range(store: &Path, metric: &str, a: f64, b: f64) -> HashMap<String, u64> {
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["tree", "--json", "--limit", "0", "--metric", metric])
-        .args(["--from", &a.to_string(), "--to", &b.to_string()])
-        .arg(store)
-        .output()
-        .unwrap();
-    let mut out = HashMap::new();
-    if !o.status.success() {
+    let (a, b) = (a.to_string(), b.to_string());
+    match tree_own_weights(store, &["--metric", metric, "--from", &a, "--to", &b]) {
+        Ok(mut w) => {
+            w.retain(|name, v| SITES.contains(&name.as_str()) && *v > 0);
+            w
+        }
         // Nothing allocated in the range: no tree to print.
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("nothing"), "{err}");
-        return out;
-    }
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    fn walk(n: &serde_json::Value, out: &mut HashMap<String, u64>) {
-        let name = n["routine"].as_str().unwrap_or("");
-        if SITES.contains(&name) {
-            *out.entry(name.to_owned()).or_default() += n["excl"].as_u64().unwrap();
-        }
-        for c in n["children"].as_array().into_iter().flatten() {
-            walk(c, out);
+        Err(err) => {
+            assert!(err.contains("nothing"), "{err}");
+            HashMap::new()
         }
     }
-    for r in v["roots"].as_array().unwrap() {
-        walk(r, &mut out);
-    }
-    out
 }
 
 fn checkpoints(store: &Path) -> Vec<f64> {
@@ -171,17 +144,7 @@ fn a_killed_program_keeps_its_series_up_to_its_last_checkpoint() {
 #[test]
 fn a_profile_without_checkpoints_says_so() {
     let dir = Scratch::new("time-range-none");
-    let exe = dir.join("phases");
-    compile("cc", &["phases.c"], SITE_FLAGS, &exe);
-    let store = dir.join("p.sqlite");
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["run", "-q", "--checkpoint-every", "0", "-o"])
-        .arg(&store)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
+    let store = phases_recorded(&dir, "0", &[]);
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
         .args(["tree", "--from", "0", "--to", "1"])
         .arg(&store)

@@ -369,6 +369,20 @@ fn recorded(dir: &Scratch) -> std::path::PathBuf {
     store
 }
 
+/// What the pages showed of the profile of `tests/programs/NAME.c`, built
+/// with threads and recorded in `dir`; and its store.
+fn threaded_pages(name: &str, dir: &Scratch) -> (serde_json::Value, std::path::PathBuf) {
+    let exe = compile_threaded(name, dir);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut child, url) = start_view(&store, None);
+    let seen = look(&url, "");
+    let _ = child.kill();
+    let _ = child.wait();
+    (seen, store)
+}
+
 /// `heapledger view STORE [BASE] --no-browser`, and the URL it printed
 /// first.
 fn start_view(store: &Path, base: Option<&Path>) -> (std::process::Child, String) {
@@ -499,17 +513,7 @@ fn view_serves_the_profiles_own_numbers() {
 #[test]
 fn the_timeline_selects_a_time_range() {
     let dir = Scratch::new("viewer-range");
-    let exe = dir.join("phases");
-    compile("cc", &["phases.c"], SITE_FLAGS, &exe);
-    let store = dir.join("p.sqlite");
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["run", "-q", "--checkpoint-every", "0.1", "-o"])
-        .arg(&store)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let store = phases_recorded(&dir, "0.1", &[]);
     let (mut child, url) = start_view(&store, None);
     let seen = look(&url, "");
     let api = |q: &str| -> serde_json::Value {
@@ -604,14 +608,7 @@ fn the_timeline_selects_a_time_range() {
 #[test]
 fn the_flame_graph_shows_one_thread() {
     let dir = Scratch::new("viewer-thread");
-    let exe = compile_threaded("threads", &dir);
-    let store = dir.join("p.sqlite");
-    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let (mut child, url) = start_view(&store, None);
-    let seen = look(&url, "");
-    let _ = child.kill();
-    let _ = child.wait();
+    let (seen, _) = threaded_pages("threads", &dir);
     let options = seen["threadOptions"].to_string();
     assert!(
         options.starts_with("[\"\",") && options.contains("\"5\""),
@@ -635,20 +632,13 @@ fn the_flame_graph_shows_one_thread() {
     assert!(ok, "{alloc}");
 }
 
-/// Switching the call tree's recursion collapsing on a recursive program
-/// changes its rows as `tree --collapse` does.
+/// The time lost page: `waits.c`'s mutex waits, first, with the waiter's
+/// and the holder's stacks a click away, as `report --json` lists them.
 #[test]
 fn the_time_lost_page_shows_the_waits() {
     // programs/waits.c: a mutex held five times 200 ms while main waits.
     let dir = Scratch::new("viewer-waits");
-    let exe = compile_threaded("waits", &dir);
-    let store = dir.join("p.sqlite");
-    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let (mut child, url) = start_view(&store, None);
-    let seen = look(&url, "");
-    let _ = child.kill();
-    let _ = child.wait();
+    let (seen, store) = threaded_pages("waits", &dir);
     let r = report_json(&store);
     let rows = seen["waits"].as_array().unwrap();
     let entries = r["time_lost"]["entries"].as_array().unwrap();
@@ -672,6 +662,8 @@ fn the_time_lost_page_shows_the_waits() {
     );
 }
 
+/// Switching the call tree's recursion collapsing on a recursive program
+/// changes its rows as `tree --collapse` does.
 #[test]
 fn the_call_tree_collapses_recursion_as_tree_does() {
     let dir = Scratch::new("viewer-recursion");

@@ -417,3 +417,53 @@ pub fn grow_runs(dir: &Scratch) -> (PathBuf, PathBuf) {
     }
     (a, b)
 }
+
+/// `tests/programs/phases.c` (three sites allocating 600 ms apart, then
+/// SIGKILL with `kill`) recorded by `heapledger run --checkpoint-every
+/// EVERY`; its store.
+pub fn phases_recorded(dir: &Scratch, every: &str, args: &[&str]) -> PathBuf {
+    let exe = dir.join("phases");
+    compile("cc", &["phases.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "--checkpoint-every", every, "-o"])
+        .arg(&store)
+        .arg("--")
+        .arg(&exe)
+        .args(args)
+        .output()
+        .expect("cannot run heapledger");
+    assert!(store.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
+    store
+}
+
+/// Each routine's own weight ("In only", summed over its nodes) in
+/// `heapledger tree --json --limit 0 ARGS STORE`; the error line where
+/// the command fails.
+pub fn tree_own_weights(
+    store: &Path,
+    args: &[&str],
+) -> Result<std::collections::HashMap<String, u64>, String> {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["tree", "--json", "--limit", "0"])
+        .args(args)
+        .arg(store)
+        .output()
+        .expect("cannot run heapledger");
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("tree --json");
+    fn walk(n: &serde_json::Value, out: &mut std::collections::HashMap<String, u64>) {
+        let name = n["routine"].as_str().unwrap_or("").to_owned();
+        *out.entry(name).or_default() += n["excl"].as_u64().unwrap_or(0);
+        for c in n["children"].as_array().into_iter().flatten() {
+            walk(c, out);
+        }
+    }
+    let mut out = std::collections::HashMap::new();
+    for r in v["roots"].as_array().into_iter().flatten() {
+        walk(r, &mut out);
+    }
+    Ok(out)
+}
