@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use heapledger_analysis::calltree::{
-    to_json, CallTree, CallTreeBuilder, CollapseMode, Direction, FlatProfile, NodeId,
+    to_json, to_text, CallTree, CallTreeBuilder, CollapseMode, Direction, FlatProfile, NodeId,
     RenderOptions, RoutineId, Samples,
 };
 use proptest::prelude::*;
@@ -226,6 +226,31 @@ fn loop_erased(frames: &[RoutineId]) -> Vec<RoutineId> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    /// A tree built with only its nodes over a weight renders, with that
+    /// limit or a higher one, exactly as the whole tree does (both ways,
+    /// text and JSON), and totals the same.
+    #[test]
+    fn a_pruned_tree_renders_as_the_whole_one(raw in raw_sample_sets(), percent in 0u32..60) {
+        let samples = to_samples(&raw);
+        let total = samples.total_weight();
+        for direction in Direction::ALL {
+            let whole = CallTree::build(&samples, CollapseMode::None, direction);
+            let limit = f64::from(percent);
+            let min = (total as f64 * limit / 100.0 / 2.0).floor() as u64;
+            let pruned = CallTree::build_pruned(&samples, direction, min);
+            prop_assert_eq!(pruned.total_weight(), whole.total_weight());
+            let opts = RenderOptions { limit_percent: limit, max_level: 64 };
+            prop_assert_eq!(
+                to_json(&pruned, samples.routines(), "w", &opts),
+                to_json(&whole, samples.routines(), "w", &opts)
+            );
+            prop_assert_eq!(
+                to_text(&pruned, samples.routines(), "w", &opts),
+                to_text(&whole, samples.routines(), "w", &opts)
+            );
+        }
+    }
 
     #[test]
     fn the_replay_matches_the_reference_replay(raw in raw_sample_sets()) {

@@ -134,6 +134,33 @@ impl CallTreeBuilder {
         Ok(Some(last))
     }
 
+    /// Replays a path whose `weight` belongs to nodes below it that are
+    /// left out (each too light to show: see [`CallTree::build_pruned`]):
+    /// the path's nodes take it in their inclusive weights, none as its
+    /// own, and the tree's total takes it. An empty path adds to the total
+    /// alone.
+    ///
+    /// # Errors
+    ///
+    /// [`CallTreeError::UnknownRoutine`] for a routine not in the table.
+    pub fn push_hidden(&mut self, frames: &[RoutineId], weight: u64) -> Result<(), CallTreeError> {
+        if weight == 0 {
+            return Ok(());
+        }
+        if !frames.is_empty() {
+            check_frames(frames, self.routine_count)?;
+            self.next_stamp();
+            match self.direction {
+                Direction::TopDown => self.replay_with(frames.iter().copied(), weight, false),
+                Direction::BottomUp => {
+                    self.replay_with(frames.iter().rev().copied(), weight, false)
+                }
+            };
+        }
+        self.total_weight = self.total_weight.saturating_add(weight);
+        Ok(())
+    }
+
     /// The finished tree.
     pub fn finish(self) -> CallTree {
         let nodes: Vec<Node> = (0..self.hot.len())
@@ -188,6 +215,17 @@ impl CallTreeBuilder {
     }
 
     fn replay(&mut self, frames: impl Iterator<Item = RoutineId>, weight: u64) -> NodeId {
+        self.replay_with(frames, weight, true)
+    }
+
+    /// [`Self::replay`]; `own`: whether the last node takes the weight as
+    /// its own (exclusive) too.
+    fn replay_with(
+        &mut self,
+        frames: impl Iterator<Item = RoutineId>,
+        weight: u64,
+        own: bool,
+    ) -> NodeId {
         let stamp = self.stamp;
         self.path.truncate(0);
         let mut cur = NodeId::HIDDEN_ROOT;
@@ -221,8 +259,10 @@ impl CallTreeBuilder {
                 self.path.truncate(self.levels[cur.index()] as usize);
             }
         }
-        let node = &mut self.hot[cur.index()];
-        node.excl = node.excl.saturating_add(weight);
+        if own {
+            let node = &mut self.hot[cur.index()];
+            node.excl = node.excl.saturating_add(weight);
+        }
         cur
     }
 

@@ -22,9 +22,7 @@ use crate::tree::Metric;
 use crate::tree::Range;
 use anyhow::{anyhow, Result};
 use flameinfo::flame_info;
-use heapledger_analysis::calltree::{
-    self, CallTree, CollapseMode, Direction, RenderOptions, Samples,
-};
+use heapledger_analysis::calltree::{self, CollapseMode, Direction, RenderOptions, Samples};
 use heapledger_profile::timeline::{bandwidth, memory};
 use range::{filter_of, range_answer};
 use std::path::Path;
@@ -270,7 +268,12 @@ pub fn answer(
                 _ => Direction::TopDown,
             };
             let samples = samples_of(o, cache, metric, None)?;
-            let tree = CallTree::build(samples, collapse_of(query)?, direction);
+            let tree = crate::tree::shown_tree(
+                samples,
+                collapse_of(query)?,
+                direction,
+                TREE_LIMIT_PERCENT,
+            );
             let mut out = Vec::new();
             calltree::write_json(
                 &mut out,
