@@ -371,6 +371,8 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
     let mut seen_header = false;
     // Where the last stack of each id is in `d.stacks`, and their frames.
     let mut stack_at: HashMap<u64, usize> = HashMap::new();
+    // Stacks entered in `stack_at` so far.
+    let mut mapped = 0usize;
     let mut frames_in_all = 0usize;
     let frame_cap = max_frames(buf.len());
     loop {
@@ -442,7 +444,6 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     frames.push(last);
                 }
                 frames.extend_from_slice(&prev[prev.len() - shared..]);
-                stack_at.insert(id, d.stacks.len());
                 d.stacks.push(StackRec {
                     id,
                     frames,
@@ -469,9 +470,22 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                     max_alive: r.u()?,
                     at_peak: r.i()?,
                 };
-                // Stats follow their stack record: the last of that id.
-                match stack_at.get(&id) {
-                    Some(&i) => d.stacks[i].counters = c,
+                // Stats follow their stack record: the last of that id,
+                // which the recorder writes just before them (the map of
+                // every id is made only for a dump that does otherwise: it
+                // took 16 MB for half a million stacks).
+                let i = match d.stacks.last() {
+                    Some(s) if s.id == id => Some(d.stacks.len() - 1),
+                    _ => {
+                        for (i, s) in d.stacks.iter().enumerate().skip(mapped) {
+                            stack_at.insert(s.id, i);
+                        }
+                        mapped = d.stacks.len();
+                        stack_at.get(&id).copied()
+                    }
+                };
+                match i {
+                    Some(i) => d.stacks[i].counters = c,
                     None => return Err(DecodeError::BadRecord { tag: t, offset: at }),
                 }
             }

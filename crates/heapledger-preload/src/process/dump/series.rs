@@ -113,7 +113,11 @@ impl Record<'_> {
         let fd = unsafe {
             libc::open(
                 path.as_ptr() as *const _,
-                libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+                libc::O_WRONLY
+                    | libc::O_CREAT
+                    | libc::O_APPEND
+                    | libc::O_CLOEXEC
+                    | libc::O_NOFOLLOW,
                 0o644,
             )
         };
