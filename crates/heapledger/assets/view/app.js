@@ -362,10 +362,29 @@ async function timeline() {
   const width = Math.max(400, document.querySelector("main").clientWidth - 40);
   const axisBytes = { values: (u, vals) => vals.map((v) => bytes(v)), size: 80 };
   const siteLine = document.getElementById("timeline-site");
+  // The checkpoints, where a selected time range starts and ends: dashed
+  // lines across the memory chart.
+  const points = await api("range").then((r) => r.points).catch(() => []);
+  const checkpointLines = (u) => {
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.strokeStyle = "rgba(60, 60, 60, 0.35)";
+    ctx.lineWidth = 1;
+    ctx.setLineDash([3, 4]);
+    for (const t of points) {
+      const x = Math.round(u.valToPos(t, "x", true));
+      if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+      ctx.beginPath();
+      ctx.moveTo(x, u.bbox.top);
+      ctx.lineTo(x, u.bbox.top + u.bbox.height);
+      ctx.stroke();
+    }
+    ctx.restore();
+  };
   plots.push(new uPlot({
     title: "Memory", width, height: 300, scales: { x: { time: false } },
     cursor: { drag: { x: true, y: false, setScale: false } },
-    hooks: { setSelect: [(u) => {
+    hooks: { draw: [checkpointLines], setSelect: [(u) => {
       if (u.select.width < 2) return;
       selectRange(u.posToVal(u.select.left, "x"), u.posToVal(u.select.left + u.select.width, "x"));
     }], setCursor: [(u) => {
@@ -383,9 +402,8 @@ async function timeline() {
     series: [{ label: "s" }, { label: "allocated", stroke: "#b3401a" }, { label: "freed", stroke: "#2f6db5" }],
     axes: [{ label: "seconds" }, axisBytes],
   }, [t.seconds, t.alloc_bytes, t.free_bytes], document.getElementById("timeline-rates")));
-  const points = await api("range").then((r) => r.points).catch(() => []);
   document.getElementById("range-note").textContent = points.length
-    ? `Drag across the memory chart to select a time range: the sites that allocated in it are listed here, with what they still held at its end. The run wrote ${points.length} checkpoints, the last at ${seconds(points[points.length - 1])}; a range starts and ends at them.`
+    ? `Drag across the memory chart to select a time range: the sites that allocated in it are listed here, with what they still held at its end. The run wrote ${points.length} checkpoints (the dashed lines), the last at ${seconds(points[points.length - 1])}; a range starts and ends at them.`
     : "This profile has no checkpoints (`heapledger run` writes one every 2 s, and at the end), so no time range can be selected.";
 }
 

@@ -7,7 +7,9 @@
 //! inferno's own). All of it is embedded in the binary. `view` serves the
 //! pages and answers their data requests from the profile as they come
 //! (`server.rs`); `export --format html` computes the same answers for the
-//! default views once and writes everything into one file.
+//! default views once and writes everything into one file. The flame
+//! graph's tooltips are `flameinfo.rs`, time ranges and one thread's view
+//! `range.rs`, the sources page `sources.rs`.
 
 mod flameinfo;
 mod range;
