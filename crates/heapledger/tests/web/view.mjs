@@ -159,7 +159,7 @@ try {
   // sites listed, and its flame graph a click away.
   await page.waitForFunction(() => document.getElementById("range-note").textContent.length > 0, null, { timeout: 20000 });
   seen.rangeNote = await page.textContent("#range-note");
-  if (over && /checkpoints, the last/.test(seen.rangeNote)) {
+  if (over && /checkpoints .*the last/.test(seen.rangeNote)) {
     const box = await over.boundingBox();
     await page.mouse.move(box.x + 1, box.y + box.height / 2);
     await page.mouse.down();
