@@ -419,6 +419,13 @@ fn view_serves_the_profiles_own_numbers() {
         seen["treeSource"].is_string(),
         "the tree's main did not open its source: {seen:#}"
     );
+    // Sorting the call tree by "In only".
+    assert_eq!(seen["treeSortedByExcl"]["sorted"], true, "{seen:#}");
+    assert!(
+        seen["treeSortedByExcl"]["groups"].as_u64().unwrap() >= 1,
+        "{seen:#}"
+    );
+    assert_eq!(seen["treeSortHeader"], "In only ▾");
     assert!(
         seen["sourceTarget"].is_array(),
         "the sources page was not reached"

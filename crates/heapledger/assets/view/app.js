@@ -293,17 +293,45 @@ async function flame() {
 }
 
 // ---- Call tree: expandable rows, stubs that jump to their target ----
+// The call tree last fetched, and the column its siblings are sorted by
+// (a click on a header: "incl", "excl" or "routine"; again: the other way).
+let treeData = null;
+let treeSort = { key: "incl", desc: true };
 async function tree() {
   const m = document.getElementById("tree-metric").value;
   const d = document.getElementById("tree-direction").value;
   const c = document.getElementById("tree-collapse").value;
   const table = document.getElementById("tree-table");
-  let t;
   try {
-    t = await api(`tree?metric=${m}&direction=${d}&collapse=${c}`);
+    treeData = await api(`tree?metric=${m}&direction=${d}&collapse=${c}`);
   } catch (e) { failed(table, e); return; }
+  renderTree();
+}
+
+function renderTree() {
+  const t = treeData;
+  const table = document.getElementById("tree-table");
   document.getElementById("tree-total").textContent = `${t.direction}, ${t.mode} collapse: ${num(t.total)} ${t.metric} in all; nodes under 0.1% left out.`;
-  const head = el("tr", {}, el("th", {}, "In or under: direct (indirect)"), el("th", {}, "In only"), el("th", {}, "Level"), el("th", {}, "Routine"));
+  const sortBy = (key) => () => {
+    treeSort = { key, desc: treeSort.key === key ? !treeSort.desc : key !== "routine" };
+    renderTree();
+  };
+  const th = (text, key) => {
+    const mark = treeSort.key === key ? (treeSort.desc ? " ▾" : " ▴") : "";
+    return el("th", { class: "sortable", "data-sort": key, title: "sort the rows under each node by this column", onclick: sortBy(key) }, text + mark);
+  };
+  const head = el("tr", {}, th("In or under: direct (indirect)", "incl"), th("In only", "excl"), el("th", {}, "Level"), th("Routine", "routine"));
+  const weightOf = (n) => n.stub_to !== undefined ? (n.traversed || 0) : n.incl_direct + n.incl_indirect;
+  const value = { incl: weightOf, excl: (n) => n.excl || 0, routine: (n) => n.routine };
+  const ordered = (list) => {
+    if (treeSort.key === "incl" && treeSort.desc) return list;
+    const f = value[treeSort.key];
+    return [...list].sort((a, b) => {
+      const [x, y] = [f(a), f(b)];
+      const c = typeof x === "string" ? x.localeCompare(y) : x - y;
+      return treeSort.desc ? -c : c;
+    });
+  };
   const body = [];
   let id = 0;
   // Open: the first two levels, and the heaviest path while it holds a
@@ -330,7 +358,7 @@ async function tree() {
       toggle.textContent = open ? "▾" : "▸";
       showKids(rowId, open);
     });
-    kids.forEach((k, i) => add(k, depth + 1, rowId, visible && open, hot && i === 0));
+    ordered(kids).forEach((k, i) => add(k, depth + 1, rowId, visible && open, hot && i === 0));
   }
   function showKids(rowId, show) {
     for (const r of body) if (r.dataset.parent === rowId) {
@@ -338,7 +366,7 @@ async function tree() {
       if (!show || r.dataset.open === "1") showKids(r.id, show && r.dataset.open === "1");
     }
   }
-  t.roots.forEach((r, i) => add(r, 0, null, true, i === 0));
+  ordered(t.roots).forEach((r, i) => add(r, 0, null, true, i === 0));
   table.replaceChildren(head, ...body);
   table.querySelectorAll(".stub a").forEach((a) => a.addEventListener("click", () => {
     // The target: the ancestor row at the stub's level.

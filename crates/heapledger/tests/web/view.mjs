@@ -131,6 +131,21 @@ try {
   await page.waitForFunction(() => /bottom-up/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
   seen.treeBottomUp = await rows();
 
+  // A click on "In only" sorts the rows under each node by it.
+  await page.click('#tree-table th[data-sort="excl"]');
+  seen.treeSortedByExcl = await page.$$eval("#tree-table tr", (rs) => {
+    const groups = {};
+    for (const r of rs.slice(1)) {
+      if (!r.id || r.querySelector(".stub")) continue;
+      const excl = Number(r.cells[1].textContent.replace(/,/g, ""));
+      (groups[r.dataset.parent] = groups[r.dataset.parent] || []).push(excl);
+    }
+    const lists = Object.values(groups).filter((g) => g.length > 1);
+    return { groups: lists.length, sorted: lists.every((g) => g.every((v, i) => i === 0 || g[i - 1] >= v)) };
+  });
+  seen.treeSortHeader = await page.textContent('#tree-table th[data-sort="excl"]');
+  await page.click('#tree-table th[data-sort="incl"]');
+
   // A routine's name in the call tree opens its source (served pages).
   const mainLink = await page.$('#tree-table tr:not([hidden]) td.routine a.src >> text="main"');
   if (!url.startsWith("file:") && mainLink) {
