@@ -64,8 +64,9 @@ pub fn keep(s: &mut ThreadState) {
     if n as usize <= INLINE {
         for (id, at) in s.stacks.iter() {
             let a = s.stacks.full(at).t.alloc;
-            if a.count > 0 {
-                let k = &mut s.kept;
+            let k = &mut s.kept;
+            // (A state keeps rows once: its table is emptied then.)
+            if a.count > 0 && (k.len as usize) < INLINE {
                 k.inline[k.len as usize] = (id, a.count, a.sum);
                 k.len += 1;
             }
