@@ -551,13 +551,8 @@ pub fn differential(
     })
 }
 
-/// The differential flame graph of [`differential`] as SVG.
-pub fn differential_svg(base: &Opened, new: &Opened, metric: Metric) -> Result<Vec<u8>> {
-    differential_svg_in(base, None, new, None, metric)
-}
-
-/// As [`differential_svg`], each side limited to a time range of its run
-/// where given (allocations or bytes).
+/// The differential flame graph of [`differential`] as SVG, each side
+/// limited to a time range of its run where given (allocations or bytes).
 pub fn differential_svg_in(
     base: &Opened,
     base_range: Option<&crate::tree::RangeRows>,

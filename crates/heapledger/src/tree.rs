@@ -361,6 +361,11 @@ pub fn print(p: &Opened, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
     if o.range.is_some() && o.thread.is_some() {
         anyhow::bail!("a thread's own stacks are known for the whole run only: --thread takes no --from and --to");
     }
+    if (o.range.is_some() || o.thread.is_some())
+        && !matches!(o.metric, Metric::Count | Metric::Bytes)
+    {
+        anyhow::bail!("a time range or a thread weighs stacks by allocations or bytes only");
+    }
     let range = match o.thread {
         Some(t) => Some(thread(p, t)?),
         None => o.range.map(|(a, b)| range(p, a, b)).transpose()?,

@@ -35,6 +35,21 @@ fn in_range(store: &Path, metric: &str, a: f64, b: f64) -> HashMap<String, u64> 
     }
 }
 
+/// `heapledger ARGS` (each `{}` the store) must fail with one line that
+/// holds `says`.
+fn refused(store: &Path, args: &[&str], says: &str) {
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(args.iter().map(|a| match *a {
+            "{}" => store.as_os_str(),
+            a => std::ffi::OsStr::new(a),
+        }))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains(says), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+}
+
 fn checkpoints(store: &Path) -> Vec<f64> {
     let r = report_json(store);
     r["checkpoints"]
@@ -97,28 +112,16 @@ fn stretches_between_checkpoints_add_up_to_the_run() {
         last >= 1.8 && (last - runtime).abs() < 0.01,
         "{last} {runtime}"
     );
-    // Not a time: one line.
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["tree", "--from", "nan", "--to", "1"])
-        .arg(&store)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("numbers of seconds"),
-        "{err}"
+    // Not a time; another metric than allocations or bytes: one line.
+    refused(
+        &store,
+        &["tree", "--from", "nan", "--to", "1", "{}"],
+        "numbers of seconds",
     );
-    // Another metric has no time range.
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["tree", "--metric", "peak", "--from", "0", "--to", "1"])
-        .arg(&store)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("allocations or bytes"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    refused(
+        &store,
+        &["tree", "--metric", "peak", "--from", "0", "--to", "1", "{}"],
+        "allocations or bytes",
     );
 }
 
@@ -145,17 +148,11 @@ fn a_killed_program_keeps_its_series_up_to_its_last_checkpoint() {
 fn a_profile_without_checkpoints_says_so() {
     let dir = Scratch::new("time-range-none");
     let store = phases_recorded(&dir, "0", &[]);
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["tree", "--from", "0", "--to", "1"])
-        .arg(&store)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("no checkpoints"),
-        "{err}"
+    refused(
+        &store,
+        &["tree", "--from", "0", "--to", "1", "{}"],
+        "no checkpoints",
     );
-    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 /// `diff` of two time ranges of one run (the same file twice): the
@@ -207,13 +204,5 @@ fn the_start_of_a_run_against_its_end() {
     assert_eq!(site("third_phase"), Some([0, 0, 7, 2331]), "{v:#}");
     assert_eq!(site("second_phase"), None, "{v:#}");
     // A range that is not one: one line.
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .arg("diff")
-        .arg(&store)
-        .arg(&store)
-        .args(["--range", "soon"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("FROM:TO"), "{err}");
+    refused(&store, &["diff", "{}", "{}", "--range", "soon"], "FROM:TO");
 }

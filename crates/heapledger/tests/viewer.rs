@@ -343,18 +343,25 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
     );
 }
 
-/// The body of `GET url + path` (the viewer's token path).
-fn http_get(url: &str, path: &str) -> String {
-    let rest = &url["http://".len()..];
-    let (host, base) = rest.split_once('/').unwrap();
+/// The whole answer (head and body) to `GET path` sent to `host` with
+/// `Host: host_header` and a foreign `Origin`.
+fn raw_get(host: &str, path: &str, host_header: &str) -> String {
     let mut s = std::net::TcpStream::connect(host).unwrap();
     write!(
         s,
-        "GET /{base}{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host_header}\r\nOrigin: http://evil.example\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut answer = String::new();
     s.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// The body of `GET url + path` (the viewer's token path).
+fn http_get(url: &str, path: &str) -> String {
+    let rest = &url["http://".len()..];
+    let (host, base) = rest.split_once('/').unwrap();
+    let answer = raw_get(host, &format!("/{base}{path}"), host);
     let (head, body) = answer.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{path}: {answer}");
     body.to_owned()
@@ -436,17 +443,7 @@ fn view_serves_the_profiles_own_numbers() {
     let rest = &url["http://".len()..];
     let (host, path) = rest.split_once('/').unwrap();
     let token = path.trim_end_matches('/');
-    let get = |p: &str, host_header: &str| {
-        let mut s = std::net::TcpStream::connect(host).unwrap();
-        write!(
-            s,
-            "GET {p} HTTP/1.1\r\nHost: {host_header}\r\nOrigin: http://evil.example\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        answer
-    };
+    let get = |p: &str, host_header: &str| raw_get(host, p, host_header);
     for p in [
         "/",
         "/app.js",

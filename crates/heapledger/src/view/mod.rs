@@ -170,7 +170,7 @@ fn diff_answer(
         v["new"] = o.profile.run.command.clone().into();
         return Ok((JSON, serde_json::to_vec(&v)?));
     }
-    let svg = crate::export::differential_svg(base, o, metric_of(query)?)?;
+    let svg = crate::export::differential_svg_in(base, None, o, None, metric_of(query)?)?;
     Ok(("image/svg+xml", svg))
 }
 
