@@ -676,8 +676,22 @@ impl SiteSums {
 
 fn site_totals(profile: &Profile) -> SiteSums {
     let mut sums = SiteSums::new();
-    for stat in profile.stacks.allocating() {
-        sums.add(profile, &stat.stack, &stat.infos);
+    match &profile.compact {
+        Some(c) => {
+            let mut stack = Vec::new();
+            for i in 0..c.len() {
+                let infos = c.infos(i);
+                if infos.alloc.count > 0 {
+                    c.stack(i, &mut stack);
+                    sums.add(profile, &stack, &infos);
+                }
+            }
+        }
+        None => {
+            for stat in profile.stacks.allocating() {
+                sums.add(profile, &stat.stack, &stat.infos);
+            }
+        }
     }
     sums
 }

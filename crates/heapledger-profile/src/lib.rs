@@ -21,6 +21,7 @@
 
 mod addr;
 pub mod callgrind;
+mod compact;
 mod domains;
 mod error;
 mod ext;
@@ -41,6 +42,7 @@ mod write;
 pub use indexmap::IndexMap;
 
 pub use addr::{Addr, AddrSpace, ParseAddrError};
+pub use compact::CompactStacks;
 pub use domains::{DomainValues, Domains};
 pub use error::ProfileError;
 pub use ext::{

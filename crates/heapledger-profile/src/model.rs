@@ -66,6 +66,10 @@ pub struct Profile {
     /// JSON.
     #[serde(skip)]
     pub series: crate::Series,
+    /// The stacks held compactly, where `stacks` was left empty (`heapledger
+    /// run` writing the profile store): see [`Profile::expand_stacks`].
+    #[serde(skip)]
+    pub compact: Option<crate::CompactStacks>,
     /// What each thread allocated at each stack, kept in the profile
     /// store (the views of one thread), never in the JSON.
     #[serde(skip)]
@@ -93,11 +97,19 @@ impl Profile {
             leak_blocks: LeakBlocks::default(),
             series: crate::Series::default(),
             thread_stacks: crate::ThreadStacks::default(),
+            compact: None,
         }
     }
 }
 
 impl Profile {
+    /// Moves compactly held stacks (see [`Profile::compact`]) into `stacks`.
+    pub fn expand_stacks(&mut self) {
+        if let Some(c) = self.compact.take() {
+            self.stacks = c.into_stacks();
+        }
+    }
+
     /// Fills the MALT sections that MALT's tools read their totals from and
     /// that heapledger's own data implies, so that MALT's reader and viewer
     /// show heapledger's numbers:
@@ -117,8 +129,7 @@ impl Profile {
             return;
         };
         let mut d = crate::domains::Domains::default();
-        for s in &self.stacks.stats {
-            let i = &s.infos;
+        let mut add = |i: &crate::StackInfos| {
             d.counters.c = d.counters.c.saturating_add(i.alloc.count);
             d.mem.c = d.mem.c.saturating_add(i.alloc.sum);
             d.counters.mmap = d.counters.mmap.saturating_add(i.mmap.count);
@@ -127,6 +138,10 @@ impl Profile {
                 .at_global_peak
                 .c
                 .saturating_add(u64::try_from(i.global_peak).unwrap_or(0));
+        };
+        match &self.compact {
+            Some(c) => (0..c.len()).for_each(|k| add(&c.infos(k))),
+            None => self.stacks.stats.iter().for_each(|s| add(&s.infos)),
         }
         d.local_peak.c = ext.peak_requested;
         self.domains = d;

@@ -1,102 +1,55 @@
 //! The stacks' prefix tree: each distinct (parent, frame) pair once.
 
-/// The root: above every stack's outermost frame; not stored.
-pub const ROOT: u32 = 0;
+#[cfg(test)]
+use heapledger_wire::prefix::Built;
+pub use heapledger_wire::prefix::{build, ROOT};
 
-/// The prefix tree of a set of stacks, numbered depth first (children by
-/// frame): the stacks are sorted, and each adds the frames past the
-/// prefix it shares with the one before. No lookup per frame: a million
-/// stacks 21 frames deep took 1 s to insert into a map of (parent,
-/// frame) pairs, a third of that sorted.
-pub struct Built {
-    /// Rows of the `node` blocks: levels up from the node before to the
-    /// parent, and the frame.
-    pub rows: Vec<(u64, u32)>,
-    /// Each stack's node, in the order the stacks were given.
-    pub nodes: Vec<u32>,
-}
-
-/// Builds the tree of stacks given as frame ids, outermost first: stack
-/// `i` is `frames[ends[i - 1]..ends[i]]`.
-pub fn build(frames: &[u32], ends: &[usize]) -> Built {
-    let stack = |i: usize| &frames[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
-    let mut order: Vec<u32> = (0..ends.len() as u32).collect();
-    let wide = frames.iter().any(|&f| f >= u16::MAX as u32);
-    sort_from(&mut order, 0, &stack, wide, &mut Vec::new());
-    let mut nodes = vec![ROOT; ends.len()];
-    let mut rows = Vec::new();
-    // The nodes of the stack before, outermost first.
-    let mut path: Vec<u32> = Vec::new();
-    let mut prev: &[u32] = &[];
-    for &i in &order {
-        let s = stack(i as usize);
-        let shared = s.iter().zip(prev).take_while(|(a, b)| a == b).count();
-        if shared < s.len() {
-            // The node written last is the deepest of `path`.
-            let mut up = (path.len() - shared) as u64;
-            path.truncate(shared);
-            for &f in &s[shared..] {
-                rows.push((up, f));
-                up = 0;
-                path.push(rows.len() as u32);
-            }
-        } else {
-            path.truncate(shared);
-        }
-        nodes[i as usize] = path.last().copied().unwrap_or(ROOT);
-        prev = s;
+/// The rows of a prefix tree already built (node 0 the root, each
+/// parent's number below its children's, each (parent, frame) pair once),
+/// numbered depth first with children by frame, as [`build`] numbers
+/// them; and each node's number there. Linear but for sorting each node's
+/// children: no stack is compared with another.
+pub fn from_tree(parent: &[u32], frame: &[u32]) -> (Vec<(u64, u32)>, Vec<u32>) {
+    let n = parent.len();
+    // Each node's children, by frame (counting sort by parent, then each
+    // short run sorted).
+    let mut start = vec![0u32; n + 1];
+    for &p in &parent[1..] {
+        start[p as usize + 1] += 1;
     }
-    Built { rows, nodes }
-}
-
-/// Sorts stacks (by index) whose first `depth` frames are equal by the
-/// frames from there on: by a key of the next few frames first, then each
-/// run of equal keys by the frames after them. Each stack is read a few
-/// frames at a time, in order: sorting a million stacks by comparing them
-/// whole missed the cache on every comparison (1 s).
-fn sort_from<'a>(
-    order: &mut [u32],
-    depth: usize,
-    stack: &impl Fn(usize) -> &'a [u32],
-    wide: bool,
-    keys: &mut Vec<(u64, u32)>,
-) {
-    // Frames per key, and bits per frame (0 past a stack's end, so that a
-    // stack sorts before the longer ones it begins).
-    let (per, bits) = if wide { (2, 32) } else { (4, 16) };
-    keys.clear();
-    keys.extend(order.iter().map(|&i| {
-        let s = stack(i as usize);
-        let mut k = 0u64;
-        for j in 0..per {
-            let f = s.get(depth + j).map_or(0, |&f| u64::from(f) + 1);
-            k = (k << bits) | f;
-        }
-        (k, i)
-    }));
-    keys.sort_unstable();
-    for (o, (_, i)) in order.iter_mut().zip(keys.iter()) {
-        *o = *i;
+    for i in 0..n {
+        start[i + 1] += start[i];
     }
-    let runs: Vec<(usize, usize, u64)> = {
-        let mut v = Vec::new();
-        let mut a = 0;
-        while a < keys.len() {
-            let mut b = a + 1;
-            while b < keys.len() && keys[b].0 == keys[a].0 {
-                b += 1;
-            }
-            v.push((a, b, keys[a].0));
-            a = b;
+    let mut fill = start.clone();
+    let mut children = vec![0u32; n.saturating_sub(1)];
+    for (c, &p) in parent.iter().enumerate().skip(1) {
+        children[fill[p as usize] as usize] = c as u32;
+        fill[p as usize] += 1;
+    }
+    drop(fill);
+    for p in 0..n {
+        let run = &mut children[start[p] as usize..start[p + 1] as usize];
+        if run.len() > 1 {
+            run.sort_unstable_by_key(|&c| frame[c as usize]);
         }
-        v
+    }
+    let mut rows = Vec::with_capacity(n.saturating_sub(1));
+    let mut number = vec![ROOT; n];
+    // (node, its depth); the depth of the node numbered last.
+    let mut todo: Vec<(u32, u64)> = Vec::new();
+    let mut last_depth = 0u64;
+    let push_children = |todo: &mut Vec<(u32, u64)>, p: usize, depth: u64| {
+        let run = &children[start[p] as usize..start[p + 1] as usize];
+        todo.extend(run.iter().rev().map(|&c| (c, depth + 1)));
     };
-    for (a, b, k) in runs {
-        // Stacks that end within the key are equal: nothing to sort.
-        if b - a > 1 && k & ((1u64 << bits) - 1) != 0 {
-            sort_from(&mut order[a..b], depth + per, stack, wide, keys);
-        }
+    push_children(&mut todo, 0, 0);
+    while let Some((c, depth)) = todo.pop() {
+        rows.push((last_depth + 1 - depth, frame[c as usize]));
+        number[c as usize] = rows.len() as u32;
+        last_depth = depth;
+        push_children(&mut todo, c as usize, depth);
     }
+    (rows, number)
 }
 
 /// The tree read back: each node's parent and frame (node 0 is the root).
@@ -145,6 +98,29 @@ impl Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_built_tree_gives_the_rows_build_gives() {
+        // root; 1 = 5; 2 = 5>3; 3 = 4; 4 = 5>1; 5 = 5>3>2.
+        let parent = [0, 0, 1, 0, 1, 2];
+        let frame = [0, 5, 3, 4, 1, 2];
+        let (rows, number) = from_tree(&parent, &frame);
+        let stacks: Vec<Vec<u32>> = vec![vec![5, 3, 2], vec![4], vec![5, 1], vec![5]];
+        let flat: Vec<u32> = stacks.iter().flatten().copied().collect();
+        let ends: Vec<usize> = stacks
+            .iter()
+            .scan(0, |n, s| {
+                *n += s.len();
+                Some(*n)
+            })
+            .collect();
+        let built = build(&flat, &ends);
+        assert_eq!(rows, built.rows);
+        assert_eq!(
+            [number[5], number[3], number[4], number[1]].to_vec(),
+            built.nodes
+        );
+    }
 
     #[test]
     fn depth_first_rows_rebuild_the_same_stacks() {

@@ -113,41 +113,63 @@ impl Writer {
             let n = ids.len() as u32;
             ids.entry(*a).or_insert(n);
         }
-        // Every stack's frames, outermost first, the leaks' after the
-        // stacks'; consecutive stacks share their outer frames, mostly,
-        // so the last address looked up is tried first.
-        let total: usize = p.stacks.iter().map(|s| s.stack.len()).sum::<usize>()
-            + p.leaks.iter().map(|l| l.stack.len()).sum::<usize>();
-        let mut frames: Vec<u32> = Vec::with_capacity(total);
-        let mut ends: Vec<usize> = Vec::with_capacity(p.stacks.len() + p.leaks.len());
-        let mut last = (Addr::NULL, u32::MAX);
-        let all = p
-            .stacks
-            .iter()
-            .map(|s| &s.stack)
-            .chain(p.leaks.iter().map(|l| &l.stack));
-        for stack in all {
-            for a in stack.iter().rev() {
-                let id = if last.0 == *a && last.1 != u32::MAX {
-                    last.1
-                } else {
-                    let n = ids.len() as u32;
-                    let id = *ids.entry(*a).or_insert_with(|| {
-                        unresolved.push(*a);
-                        n
-                    });
-                    last = (*a, id);
-                    id
+        let mut id_of = |a: &Addr| {
+            let n = ids.len() as u32;
+            *ids.entry(*a).or_insert_with(|| {
+                unresolved.push(*a);
+                n
+            })
+        };
+        let (rows, stack_nodes, leak_nodes) = match &p.compact {
+            Some(cs) => {
+                // The tree is built: each node's frame looked up once.
+                let frames: Vec<u32> = std::iter::once(u32::MAX)
+                    .chain(cs.frame[1..].iter().map(&mut id_of))
+                    .collect();
+                let (rows, number) = tree::from_tree(&cs.parent, &frames);
+                let of = |nodes: &[u32]| -> Result<Vec<u32>, StoreError> {
+                    nodes
+                        .iter()
+                        .map(|&n| number.get(n as usize).copied())
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| StoreError::Io("a stack stands on no node".into()))
                 };
-                frames.push(id);
+                if cs.leaks.len() != p.leaks.len() {
+                    return Err(StoreError::Io("the leaks have no nodes".into()));
+                }
+                (rows, of(&cs.node)?, of(&cs.leaks)?)
             }
-            ends.push(frames.len());
-        }
+            None => {
+                // Every stack's frames, outermost first, the leaks' after
+                // the stacks'.
+                let total: usize = p.stacks.iter().map(|s| s.stack.len()).sum::<usize>()
+                    + p.leaks.iter().map(|l| l.stack.len()).sum::<usize>();
+                let mut frames: Vec<u32> = Vec::with_capacity(total);
+                let mut ends: Vec<usize> = Vec::with_capacity(p.stacks.len() + p.leaks.len());
+                let all = p
+                    .stacks
+                    .iter()
+                    .map(|s| &s.stack)
+                    .chain(p.leaks.iter().map(|l| &l.stack));
+                for stack in all {
+                    frames.extend(stack.iter().rev().map(&mut id_of));
+                    ends.push(frames.len());
+                }
+                let built = tree::build(&frames, &ends);
+                drop(frames);
+                let mut nodes = built.nodes;
+                let leak_nodes = nodes.split_off(p.stacks.len());
+                (built.rows, nodes, leak_nodes)
+            }
+        };
         drop(ids);
-        let built = tree::build(&frames, &ends);
-        drop(frames);
-        let rows = built.rows;
-        let (stack_nodes, leak_nodes) = built.nodes.split_at(p.stacks.len());
+        let n_stacks = stack_nodes.len();
+        let infos_of = |i: usize| -> StackInfos {
+            match &p.compact {
+                Some(cs) => cs.infos(i),
+                None => p.stacks.stats[i].infos.clone(),
+            }
+        };
 
         {
             let mut st = c.prepare("INSERT INTO string(pid, id, text) VALUES (?1, ?2, ?3)")?;
@@ -220,16 +242,19 @@ impl Writer {
         // then grows by small steps, and the counters of neighbouring
         // stacks look alike. The profile's order and its stack ids (labels
         // only) are not kept: ids are numbered in this order.
-        let stats = &p.stacks.stats;
-        let mut order: Vec<u32> = (0..stats.len() as u32).collect();
+        let mut order: Vec<u32> = (0..n_stacks as u32).collect();
         order.sort_by_key(|&i| stack_nodes[i as usize]);
         let mut prev_node = 0i64;
-        put_blocks("stack", STACK_COLUMNS, stats.len(), &mut |i, out| {
+        let (mut allocs, mut bytes) = (0u64, 0u64);
+        put_blocks("stack", STACK_COLUMNS, n_stacks, &mut |i, out| {
             let i = order[i] as usize;
             let node = i64::from(stack_nodes[i]);
             out[0] = zigzag(node - prev_node);
             prev_node = node;
-            stack_row(&stats[i].infos, &mut out[1..]);
+            let infos = infos_of(i);
+            allocs = allocs.saturating_add(infos.alloc.count);
+            bytes = bytes.saturating_add(infos.alloc.sum);
+            stack_row(&infos, &mut out[1..]);
         })?;
         // The series, each stack by its row above.
         let mut row_of = vec![0u32; order.len()];
@@ -349,12 +374,6 @@ impl Writer {
             put_section(c, pid, "heapledger", e)?;
         }
 
-        let (allocs, bytes) = stats.iter().fold((0u64, 0u64), |(n, b), s| {
-            (
-                n.saturating_add(s.infos.alloc.count),
-                b.saturating_add(s.infos.alloc.sum),
-            )
-        });
         let leaked: u64 = p.leaks.iter().map(|l| l.memory).sum();
         let meta = match entry {
             Entry::Process(meta) => meta,
@@ -373,7 +392,7 @@ impl Writer {
                         bytes as i64,
                         ext.map_or(0, |e| e.peak_requested) as i64,
                         leaked as i64,
-                        stats.len() as i64,
+                        n_stacks as i64,
                     ],
                 )?;
                 return Ok(());
@@ -400,7 +419,7 @@ impl Writer {
                 bytes as i64,
                 ext.map_or(0, |e| e.peak_requested) as i64,
                 leaked as i64,
-                stats.len() as i64,
+                n_stacks as i64,
                 rows.len() as i64
             ],
         )

@@ -7,6 +7,7 @@
 //! before once, so a few bytes may stand for many frames), and a damaged or
 //! cut dump is an error, never a panic.
 
+use crate::tree::{pack_counters, unpack_counters};
 use crate::*;
 use std::collections::HashMap;
 use std::fmt;
@@ -88,6 +89,10 @@ pub struct Dump {
     pub modules: Vec<ModuleRec>,
     pub maps: String,
     pub stacks: Vec<StackRec>,
+    /// The frames of every stack, once each (see [`StackRec`]).
+    pub tree: FrameTree,
+    /// The stacks' counters, packed (see [`Dump::counters`]).
+    packed: Vec<u8>,
     pub threads: Vec<ThreadRec>,
     pub sizes: Vec<(u64, u64)>,
     pub realloc_jumps: Vec<(u64, u64, u64)>,
@@ -147,6 +152,28 @@ pub struct Dump {
     pub thread_stacks_unkept: u64,
 }
 
+impl Dump {
+    /// The counters of stack `i` (of [`Dump::stacks`]).
+    pub fn counters(&self, i: usize) -> StackCounters {
+        match self.stacks[i].counters_at {
+            u32::MAX => StackCounters::default(),
+            at => unpack_counters(&self.packed, at as usize),
+        }
+    }
+
+    /// The frames of stack `i`, leaf first, into `out` (cleared).
+    pub fn frames(&self, i: usize, out: &mut Vec<u64>) {
+        self.tree.frames(self.stacks[i].node, out)
+    }
+
+    /// Lets go of the stacks, their frames and counters.
+    pub fn drop_stacks(&mut self) {
+        self.stacks = Vec::new();
+        self.tree = FrameTree::default();
+        self.packed = Vec::new();
+    }
+}
+
 /// One executable mapping of a module the process had loaded at some point.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ModuleRec {
@@ -157,18 +184,18 @@ pub struct ModuleRec {
     pub build_id: Vec<u8>,
 }
 
-/// A distinct stack with its counters.
-#[derive(Clone, Debug, Default)]
+/// A distinct stack: its frames are its node's path in [`Dump::tree`]
+/// (read with [`FrameTree::frames`]: return addresses, leaf first, the
+/// first the return address into the function that called the
+/// allocator), its counters [`Dump::counters`].
+#[derive(Clone, Copy, Debug)]
 pub struct StackRec {
     pub id: u64,
-    /// Return addresses, leaf first (the first is the return address into the
-    /// function that called the allocator).
-    pub frames: Vec<u64>,
-    /// How many of the last frames are the previous stack's last frames
-    /// (the dump stores them once): every distinct frame of a dump is among
-    /// the others, `frames[..frames.len() - shared]` of each stack.
-    pub shared: usize,
-    pub counters: StackCounters,
+    /// Its innermost frame's node ([`ROOT`] for a stack without frames).
+    pub node: u32,
+    /// Where its counters are packed in `Dump::packed` (`u32::MAX`: none
+    /// were written: all zero).
+    counters_at: u32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -375,6 +402,15 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
     let mut mapped = 0usize;
     let mut frames_in_all = 0usize;
     let frame_cap = max_frames(buf.len());
+    // Every stack's frames as ids of distinct addresses, outermost first
+    // (stack `i` ends at `ends[i]`); the last stack's frames, and its leaf;
+    // its frames not shared, leaf first.
+    let mut ids: Vec<u32> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
+    let mut addrs: Vec<u64> = Vec::new();
+    let mut addr_ids: HashMap<u64, u32, foldhash::fast::FixedState> = HashMap::default();
+    let (mut prev_len, mut prev_leaf) = (0usize, 0u64);
+    let mut own: Vec<u64> = Vec::new();
     loop {
         let at = r.pos;
         let t = r.byte()?;
@@ -421,13 +457,12 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 let id = r.u()?;
                 let n = r.u()?;
                 let shared = r.u()?;
-                let prev: &[u64] = d.stacks.last().map_or(&[], |s| &s.frames);
                 let bad = DecodeError::BadRecord { tag: t, offset: at };
                 // Each frame not shared takes a byte at least.
                 let left = (r.buf.len() - r.pos) as u64;
                 if n > MAX_STACK_FRAMES as u64
                     || shared > n
-                    || shared > prev.len() as u64
+                    || shared > prev_len as u64
                     || n - shared > left
                 {
                     return Err(bad);
@@ -437,18 +472,37 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 if frames_in_all > frame_cap {
                     return Err(DecodeError::TooManyFrames { offset: at });
                 }
-                let mut frames = Vec::with_capacity(n);
-                let mut last = prev.first().copied().unwrap_or(0);
+                // The frames not shared, leaf first, each a difference from
+                // the one before (the first from the previous stack's leaf);
+                // kept as ids of distinct addresses, outermost first, after
+                // the previous stack's outer `shared` frames. The tree is
+                // built from them at the end.
+                let prev = ends.last().map_or(0, |&e| e - prev_len);
+                let mut last = prev_leaf;
+                own.clear();
                 for _ in 0..n - shared {
                     last = last.wrapping_add(r.i()? as u64);
-                    frames.push(last);
+                    own.push(last);
                 }
-                frames.extend_from_slice(&prev[prev.len() - shared..]);
+                ids.extend_from_within(prev..prev + shared);
+                for &f in own.iter().rev() {
+                    let next = addrs.len() as u32;
+                    let id = *addr_ids.entry(f).or_insert(next);
+                    if id == next {
+                        addrs.push(f);
+                    }
+                    ids.push(id);
+                }
+                prev_leaf = match n {
+                    0 => 0,
+                    _ => addrs[ids[ids.len() - 1] as usize],
+                };
+                prev_len = n;
+                ends.push(ids.len());
                 d.stacks.push(StackRec {
                     id,
-                    frames,
-                    shared,
-                    counters: StackCounters::default(),
+                    node: ROOT,
+                    counters_at: u32::MAX,
                 });
             }
             Tag::StackStats => {
@@ -484,10 +538,10 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                         stack_at.get(&id).copied()
                     }
                 };
-                match i {
-                    Some(i) => d.stacks[i].counters = c,
-                    None => return Err(DecodeError::BadRecord { tag: t, offset: at }),
-                }
+                let bad = || DecodeError::BadRecord { tag: t, offset: at };
+                let i = i.ok_or_else(bad)?;
+                d.stacks[i].counters_at = u32::try_from(d.packed.len()).map_err(|_| bad())?;
+                pack_counters(&c, &mut d.packed);
             }
             Tag::Thread | Tag::EndedThreads => {
                 let (number, merged) = match tag {
@@ -684,6 +738,13 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
                 if !seen_header {
                     return Err(DecodeError::NotADump);
                 }
+                drop(addr_ids);
+                let (tree, nodes) = FrameTree::build(&ids, &ends, &addrs);
+                for (s, n) in d.stacks.iter_mut().zip(nodes) {
+                    s.node = n;
+                }
+                d.tree = tree;
+                d.packed.shrink_to_fit();
                 return Ok(d);
             }
         }
@@ -874,21 +935,24 @@ mod tests {
         assert_eq!(d.pid, 42);
         assert_eq!(d.stack_mode, Some(StackMode::Dwarf));
         assert_eq!(d.cmdline, vec!["prog", "-x"]);
-        assert_eq!(d.stacks[0].frames, vec![0x401000, u64::MAX]);
+        let frames = |i: usize| {
+            let mut v = Vec::new();
+            d.frames(i, &mut v);
+            v
+        };
+        assert_eq!(frames(0), vec![0x401000, u64::MAX]);
         assert_eq!(
-            d.stacks[1].frames,
+            frames(1),
             vec![0x7f00_0000_1000, 0x400000, 0x401000, u64::MAX]
         );
-        assert_eq!(d.stacks[2].frames, vec![1]);
-        assert_eq!(
-            (d.stacks[3].id, &d.stacks[3].frames[..]),
-            (6, &[2u64, 1][..])
-        );
-        let shared: Vec<usize> = d.stacks.iter().map(|s| s.shared).collect();
-        assert_eq!(shared, [0, 2, 0, 1]);
-        assert_eq!(d.stacks[0].counters.totals.realloc_delta, -5);
-        assert_eq!(d.stacks[0].counters.alive, -7);
-        assert_eq!(d.stacks[0].counters.totals.alloc.sum, 10);
+        assert_eq!(frames(2), vec![1]);
+        assert_eq!((d.stacks[3].id, &frames(3)[..]), (6, &[2u64, 1][..]));
+        // Stacks 0 and 1 share their outer two frames' nodes, and each
+        // (parent, frame) is one node: 4 + 1 + 1 (stack 3's 2 under 1).
+        assert_eq!(d.tree.len(), 1 + 4 + 1 + 1);
+        assert_eq!(d.counters(0).totals.realloc_delta, -5);
+        assert_eq!(d.counters(0).alive, -7);
+        assert_eq!(d.counters(0).totals.alloc.sum, 10);
         let rows: Vec<_> = d
             .threads
             .iter()

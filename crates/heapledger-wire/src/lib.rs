@@ -17,6 +17,12 @@
 mod decode;
 #[cfg(feature = "std")]
 pub use decode::*;
+#[cfg(feature = "std")]
+pub mod prefix;
+#[cfg(feature = "std")]
+mod tree;
+#[cfg(feature = "std")]
+pub use tree::{FrameTree, ROOT};
 mod series;
 pub use series::*;
 

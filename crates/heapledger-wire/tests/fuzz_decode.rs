@@ -128,7 +128,7 @@ fn decode_checked(bytes: &[u8]) -> Result<(), TestCaseError> {
 fn the_sample_decodes() {
     let d = decode(&sample()).unwrap();
     assert_eq!(d.stacks.len(), 4);
-    assert_eq!(d.stacks[2].frames.len(), 5);
+    assert_eq!(d.tree.depth(d.stacks[2].node), 5);
     assert_eq!(d.leaks.len(), 1);
     assert_eq!(d.unhooked, ["malloc", "free"]);
 }

@@ -3,9 +3,9 @@
 //! sections.
 
 use heapledger_profile as mp;
-use heapledger_profile::{Addr, InstrEntry, MapEntry, Profile, StackInfos, StackStat, StringTable};
+use heapledger_profile::{Addr, InstrEntry, MapEntry, Profile, StackInfos, StringTable};
 use heapledger_symbols::{MappedModule, Resolved};
-use heapledger_wire::{AllocFn, Dump, Ending, StackCounters};
+use heapledger_wire::{AllocFn, Dump, Ending, StackCounters, ROOT};
 /// Maps keyed by addresses and stacks of addresses: no need for SipHash's
 /// defence against chosen keys, and a Python start-up hashes 16 000 stacks
 /// of 90 frames.
@@ -80,6 +80,18 @@ pub fn to_profile(
     end: &ProcessEnd,
     symbols: &heapledger_symbols::Symbols,
 ) -> Profile {
+    let mut p = to_compact_profile(d, end, symbols);
+    p.expand_stacks();
+    p
+}
+
+/// [`to_profile`], its stacks left compact ([`Profile::compact`]): what
+/// the profile store is written from.
+pub fn to_compact_profile(
+    d: &mut Dump,
+    end: &ProcessEnd,
+    symbols: &heapledger_symbols::Symbols,
+) -> Profile {
     let modules: Vec<MappedModule> = d
         .modules
         .iter()
@@ -92,16 +104,12 @@ pub fn to_profile(
         })
         .collect();
 
-    // Every distinct lookup address (return address minus one). A set first:
-    // a Python start-up has 1.4 M frames but 3 000 distinct addresses, and
-    // the frames a stack shares with the one before it are seen there.
-    let distinct: HashSet<u64> = d
-        .stacks
+    // Every distinct lookup address (return address minus one): each node
+    // of the dump's tree of frames once. A set first: a Python start-up has
+    // 1.4 M frames but 3 000 distinct addresses.
+    let distinct: HashSet<u64> = d.tree.frame[1..]
         .iter()
-        .flat_map(|s| {
-            let own = s.frames.len() - s.shared.min(s.frames.len());
-            s.frames[..own].iter().map(|f| f.wrapping_sub(1))
-        })
+        .map(|f| f.wrapping_sub(1))
         .chain(
             d.waits
                 .iter()
@@ -128,31 +136,41 @@ pub fn to_profile(
     let outer_fn =
         |a: u64| -> Option<&str> { resolved.get(&a)?.frames.last()?.function.as_deref() };
 
-    // Drop allocator-wrapper frames at the leaf, then merge stacks that became
-    // equal. Each stack is a slice of the dump's frames (return addresses, 1
-    // above the lookup addresses): nothing is copied.
-    let n = d.stacks.len();
-    let skips: Vec<usize> = d
+    // Drop allocator-wrapper frames at the leaf, then merge stacks that
+    // became equal. A stack is a node of the dump's tree of frames (return
+    // addresses, 1 above the lookup addresses); dropping leaf frames moves
+    // it up the tree. Nothing is copied.
+    let tree = &d.tree;
+    let frame_of = |n: u32| tree.frame[n as usize];
+    let parent_of = |n: u32| tree.parent[n as usize];
+    // Addresses dropped as wrapper frames (a handful), which a kept frame
+    // may repeat (the recorder's own are dropped everywhere).
+    let mut dropped: HashSet<u64> = HashSet::default();
+    let kept: Vec<u32> = d
         .stacks
         .iter()
         .map(|s| {
-            let skip = s
-                .frames
-                .iter()
-                .take_while(|&&f| outer_fn(f.wrapping_sub(1)).is_some_and(is_wrapper))
-                .count();
+            let mut n = s.node;
             // Keep at least one frame when the whole stack is wrappers.
-            skip.min(s.frames.len().saturating_sub(1))
+            while n != ROOT
+                && parent_of(n) != ROOT
+                && outer_fn(frame_of(n).wrapping_sub(1)).is_some_and(is_wrapper)
+            {
+                dropped.insert(frame_of(n).wrapping_sub(1));
+                n = parent_of(n);
+            }
+            n
         })
         .collect();
     // The recorder's own frames inside a stack: a hook that calls into the
     // C library (`dlopen`, `dlclose`) sits between the program's call and
     // what the library allocates there. They are left out, as if the
-    // program had called the library itself; the few stacks that hold one
-    // are copied into `rebuilt` without it, the others stay slices. The
-    // recorder's image is one span of addresses (its segments are mapped
-    // together), and most programs never have a frame in it, which the
-    // distinct addresses tell before any stack is looked at.
+    // program had called the library itself: the few stacks that hold one
+    // get a node of their own (`added`, numbered after the dump's nodes),
+    // the others stay where they are. The recorder's image is one span of
+    // addresses (its segments are mapped together), and most programs
+    // never have a frame in it, which the distinct addresses tell before
+    // any stack is looked at.
     let own = d
         .modules
         .iter()
@@ -161,66 +179,78 @@ pub fn to_profile(
         .reduce(|(lo, hi), (s, e)| (lo.min(s), hi.max(e)))
         .filter(|&(lo, hi)| addrs.iter().any(|a| (lo..hi).contains(a)));
     let is_own = |f: u64| own.is_some_and(|(lo, hi)| f.wrapping_sub(1).wrapping_sub(lo) < hi - lo);
-    let mut rebuilt: Vec<u64> = Vec::new();
-    let mut rebuilt_at: HashMap<usize, (usize, usize)> = HashMap::default();
+    let n_dump = tree.len() as u32;
+    let mut added: Vec<(u32, u64)> = Vec::new();
+    let mut rebuilt: HashMap<usize, u32> = HashMap::default();
     if own.is_some() {
-        for (i, (s, &skip)) in d.stacks.iter().zip(&skips).enumerate() {
-            let kept = &s.frames[skip..];
-            if kept.iter().any(|&f| is_own(f)) {
-                let from = rebuilt.len();
-                rebuilt.extend(kept.iter().copied().filter(|&f| !is_own(f)));
-                rebuilt_at.insert(i, (from, rebuilt.len()));
+        // Which nodes have an own frame on their path (a parent's number
+        // is below its children's).
+        let mut on_path = vec![false; tree.len()];
+        for n in 1..tree.len() {
+            on_path[n] = on_path[tree.parent[n] as usize] || is_own(tree.frame[n]);
+        }
+        let mut index: HashMap<(u32, u64), u32> = (1..n_dump)
+            .map(|n| ((parent_of(n), frame_of(n)), n))
+            .collect();
+        let mut frames = Vec::new();
+        for (i, &k) in kept.iter().enumerate() {
+            if !on_path[k as usize] {
+                continue;
             }
+            tree.frames(k, &mut frames);
+            let mut n = ROOT;
+            for &f in frames.iter().rev().filter(|&&f| !is_own(f)) {
+                n = *index.entry((n, f)).or_insert_with(|| {
+                    added.push((n, f));
+                    n_dump + added.len() as u32 - 1
+                });
+            }
+            rebuilt.insert(i, n);
         }
     }
-    let key_of = |i: usize| -> &[u64] {
-        match rebuilt_at.get(&i) {
-            Some(&(from, to)) => &rebuilt[from..to],
-            None => &d.stacks[i].frames[skips[i]..],
-        }
+    let key_of = |i: usize| rebuilt.get(&i).copied().unwrap_or(kept[i]);
+    let lost_frames = |i: usize| kept[i] != d.stacks[i].node || rebuilt.contains_key(&i);
+    // Any node's parent and frame, the added ones' too.
+    let node_parent = |n: u32| match n.checked_sub(n_dump) {
+        Some(k) => added[k as usize].0,
+        None => parent_of(n),
     };
-    let lost_frames = |i: usize| skips[i] > 0 || rebuilt_at.contains_key(&i);
+    let node_frame = |n: u32| match n.checked_sub(n_dump) {
+        Some(k) => added[k as usize].1,
+        None => frame_of(n),
+    };
     // The recorder stores each distinct stack once, so only a stack that
-    // lost frames can become equal to another, and only to one with the
-    // same leaf and depth: the others skip the index (a C program with a
-    // million distinct stacks hashed every one of them, 21 frames deep).
-    let shape = |key: &[u64]| (key.first().copied().unwrap_or(0), key.len());
-    let shapes: HashSet<(u64, usize)> = (0..n)
-        .filter(|&i| lost_frames(i))
-        .map(|i| shape(key_of(i)))
-        .collect();
-    // Each stack of the profile: its frames (a slice of the dump's), the
-    // dump's stack whose counters it has, and that stack's id. Stacks that
-    // became one sum their counters in `sums` (rarely: only stacks that
-    // lost frames); the others' stay the dump's, not copied (a quarter of
-    // a kilobyte for each of half a million stacks).
-    let mut merged: Vec<(&[u64], usize, u64)> = Vec::with_capacity(n);
+    // lost frames can become equal to another: only those, and the stacks
+    // that end where one of them does, are looked up.
+    let n = d.stacks.len();
+    let lost_keys: HashSet<u32> = (0..n).filter(|&i| lost_frames(i)).map(key_of).collect();
+    // Each stack of the profile: its node, the dump's stack whose counters
+    // it has, and that stack's id. Stacks that became one sum their
+    // counters in `sums` (rarely: only stacks that lost frames).
+    let mut merged: Vec<(u32, usize, u64)> = Vec::with_capacity(n);
     let mut sums: HashMap<usize, StackCounters> = HashMap::default();
-    let mut index: HashMap<&[u64], usize> = HashMap::default();
+    let mut index: HashMap<u32, usize> = HashMap::default();
     let mut id_map: HashMap<u64, usize> = HashMap::with_capacity_and_hasher(n, Default::default());
-    // Addresses dropped as wrapper frames (a handful), which a kept frame
-    // may repeat (the recorder's own are dropped everywhere).
-    let mut dropped: HashSet<u64> = HashSet::default();
-    for (i, (s, &skip)) in d.stacks.iter().zip(&skips).enumerate() {
-        dropped.extend(s.frames[..skip].iter().map(|f| f.wrapping_sub(1)));
+    for (i, s) in d.stacks.iter().enumerate() {
         let key = key_of(i);
         let mut add = || {
             merged.push((key, i, s.id));
             merged.len() - 1
         };
-        let at = if lost_frames(i) || shapes.contains(&shape(key)) {
+        let at = if lost_keys.contains(&key) {
             *index.entry(key).or_insert_with(add)
         } else {
             add()
         };
         let first = merged[at].1;
         if first != i {
-            let sum = sums.entry(at).or_insert_with(|| d.stacks[first].counters);
-            merge_counters(sum, &s.counters);
+            let sum = sums.entry(at).or_insert_with(|| d.counters(first));
+            merge_counters(sum, &d.counters(i));
         }
         id_map.insert(s.id, at);
     }
     drop(index);
+    drop(kept);
     let addr = |f: &u64| Addr::native(f.wrapping_sub(1));
     // The leaf of each stack that set a bucket's maximum in the timeline.
     let timeline_leaf: HashMap<u64, Addr> = d
@@ -228,10 +258,22 @@ pub fn to_profile(
         .iter()
         .flat_map(|(_, points)| points.iter().map(|p| p.high_stack))
         .filter_map(|id| {
-            let at = *id_map.get(&id)?;
-            Some((id, addr(merged[at].0.first()?)))
+            let node = merged[*id_map.get(&id)?].0;
+            (node != ROOT).then(|| (id, addr(&node_frame(node))))
         })
         .collect();
+    // The nodes the profile's stacks use, and their frames: a node's
+    // ancestors are marked before it is done with.
+    let n_nodes = n_dump as usize + added.len();
+    let mut used = vec![false; n_nodes];
+    used[ROOT as usize] = true;
+    for &(node, _, _) in &merged {
+        let mut m = node;
+        while !used[m as usize] {
+            used[m as usize] = true;
+            m = node_parent(m);
+        }
+    }
 
     // Sites: interned strings, one instr entry per address still used: all
     // of them but the recorder's frames and the dropped wrapper frames that
@@ -239,15 +281,14 @@ pub fn to_profile(
     // of them outside the few addresses' span, which one comparison tells
     // (hashing each of Python's 1.3 M frames took 8 ms).
     if let (Some(&lo), Some(&hi)) = (dropped.iter().min(), dropped.iter().max()) {
-        'stacks: for (key, _, _) in &merged {
-            for a in key.iter().map(|f| f.wrapping_sub(1)) {
-                if a.wrapping_sub(lo) <= hi - lo && dropped.remove(&a) && dropped.is_empty() {
-                    break 'stacks;
-                }
+        for m in (1..n_nodes as u32).filter(|&m| used[m as usize]) {
+            let a = node_frame(m).wrapping_sub(1);
+            if a.wrapping_sub(lo) <= hi - lo && dropped.remove(&a) && dropped.is_empty() {
+                break;
             }
         }
     }
-    let used: Vec<u64> = addrs
+    let used_addrs: Vec<u64> = addrs
         .iter()
         .copied()
         .filter(|&a| !dropped.contains(&a) && !is_own(a.wrapping_add(1)))
@@ -255,7 +296,7 @@ pub fn to_profile(
     let mut strings = StringTable::new();
     let mut instr = indexmap::IndexMap::new();
     let mut inlined = indexmap::IndexMap::new();
-    for a in &used {
+    for a in &used_addrs {
         let Some(r) = resolved.get(a) else { continue };
         let binary_path = r.binary.to_string_lossy();
         let binary = strings.intern(&binary_path);
@@ -330,16 +371,22 @@ pub fn to_profile(
     p.config.set("stack", "maxDepth", d.max_depth);
     p.config.set("output", "name", "heapledger");
 
-    // By index from here: each dump stack's frames are let go once its
-    // profile stack is made, which the next ones reuse.
-    let merged: Vec<(usize, u64)> = merged
-        .into_iter()
-        .map(|(_, first, id)| (first, id))
-        .collect();
-    p.stacks.stats.reserve(merged.len());
-    let mut text = [0u8; 24];
-    for (at, &(first, id)) in merged.iter().enumerate() {
-        let c = sums.get(&at).unwrap_or(&d.stacks[first].counters);
+    // The profile's tree: the nodes used, numbered in the same order (a
+    // parent's number stays below its children's).
+    let mut renumbered = vec![ROOT; n_nodes];
+    let mut parent = vec![ROOT];
+    let mut frame = vec![Addr::NULL];
+    for m in 1..n_nodes as u32 {
+        if used[m as usize] {
+            renumbered[m as usize] = parent.len() as u32;
+            parent.push(renumbered[node_parent(m) as usize]);
+            frame.push(addr(&node_frame(m)));
+        }
+    }
+    drop(used);
+    let mut compact = mp::CompactStacks::new(parent, frame);
+    for (at, &(node, first, id)) in merged.iter().enumerate() {
+        let c = sums.get(&at).copied().unwrap_or_else(|| d.counters(first));
         let infos = StackInfos {
             count_zeros: c.totals.zeros as i64,
             max_alive_req: c.max_alive as i64,
@@ -354,30 +401,26 @@ pub fn to_profile(
             realloc_sum_delta: c.totals.realloc_delta,
             temporary: c.totals.temporary,
         };
-        let key = match rebuilt_at.get(&first) {
-            Some(&(from, to)) => &rebuilt[from..to],
-            None => &d.stacks[first].frames[skips[first]..],
-        };
-        let stack = key.iter().map(addr).collect();
-        d.stacks[first].frames = Vec::new();
-        p.stacks.push(StackStat::new(
-            // "0x..." as format! writes it, without its machinery.
-            Addr::native(id).format_into(&mut text),
-            stack,
-            infos,
-        ));
+        compact.push(renumbered[node as usize], id, &infos);
     }
-    p.series = crate::series::of(d, &id_map, &p.stacks.stats);
-    // The dump's stacks are the profile's now: their memory (a quarter of
-    // a kilobyte and more for each) goes before the rest is built and the
-    // profile written, which reuse it.
+    // The dump's stacks are the profile's now: their memory goes before
+    // the rest is built and the profile written, which reuse it.
+    drop(renumbered);
     drop(merged);
     drop(sums);
-    d.stacks = Vec::new();
-    let frames_of = |at: usize| p.stacks.stats[at].stack.clone();
+    drop(added);
+    drop(rebuilt);
+    d.drop_stacks();
+    p.series = crate::series::of(d, &id_map, &compact);
+    let frames_of = |at: usize| {
+        let mut v = Vec::new();
+        compact.stack(at, &mut v);
+        v
+    };
 
     // One leak entry per merged stack (recorded stacks that became one add up).
     let mut leak_of: HashMap<usize, usize> = HashMap::default();
+    let mut leak_nodes: Vec<u32> = Vec::new();
     for l in &d.leaks {
         let Some(&at) = id_map.get(&l.stack) else {
             continue;
@@ -390,6 +433,7 @@ pub fn to_profile(
             }
             None => {
                 leak_of.insert(at, p.leaks.len());
+                leak_nodes.push(compact.node[at]);
                 p.leaks.push(mp::Leak {
                     stack: frames_of(at),
                     count: l.count,
@@ -412,6 +456,7 @@ pub fn to_profile(
         .iter()
         .map(|&i| leaks[i].take().expect("each once"))
         .collect();
+    let leak_nodes: Vec<u32> = order.iter().map(|&i| leak_nodes[i]).collect();
     let mut blocks: Vec<mp::LeakBlock> = d
         .leak_blocks
         .iter()
@@ -553,7 +598,9 @@ pub fn to_profile(
     p.sites.map = parse_maps(&d.maps);
     p.sites.strings = strings.into_strings();
     p.sites.instr = instr;
-    p.stacks.count = p.stacks.stats.len() as u64;
+    p.stacks.count = compact.len() as u64;
+    compact.leaks = leak_nodes;
+    p.compact = Some(compact);
 
     let mut ext = mp::HeapledgerExt::new(mode, d.max_depth);
     ext.truncated_stacks = d.globals.truncated_stacks;

@@ -132,14 +132,14 @@ pub fn recover(out_dir: &Path) -> Result<u8> {
         order.sort_by_key(|&i| i != root);
         for &i in &order {
             // How it ended is unknown: heapledger was not there to see it.
-            profiles.push(crate::convert::to_profile(
+            profiles.push(crate::convert::to_compact_profile(
                 &mut read.dumps[i],
                 &ProcessEnd::default(),
                 &symbols,
             ));
         }
         for d in &mut read.snapshots {
-            profiles.push(crate::convert::to_profile(
+            profiles.push(crate::convert::to_compact_profile(
                 d,
                 &ProcessEnd::default(),
                 &symbols,

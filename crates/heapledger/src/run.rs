@@ -294,8 +294,20 @@ fn write_profile(profile: &heapledger_profile::Profile, path: &Path) -> Result<(
 /// cost; see `heapledger-bench`).
 struct Phases(Option<(std::time::Instant, Vec<PhaseEnd>)>);
 
-/// A phase's name, when it ended, and heapledger's page faults by then.
-type PhaseEnd = (&'static str, std::time::Instant, u64);
+/// A phase's name, when it ended, heapledger's page faults by then, and
+/// its resident memory then (MB).
+type PhaseEnd = (&'static str, std::time::Instant, u64, u64);
+
+/// This process's resident memory now, MB (0 where /proc does not say).
+fn resident_mb() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split(' ')
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pages * 4096 / (1 << 20)
+}
 
 /// heapledger's own resource use so far (its threads, not the program's).
 fn own_usage() -> Option<libc::rusage> {
@@ -317,16 +329,17 @@ impl Phases {
     fn mark(&mut self, name: &'static str) {
         if let Some((_, v)) = &mut self.0 {
             let f = own_usage().map_or(0, |ru| faults(&ru));
-            v.push((name, std::time::Instant::now(), f));
+            v.push((name, std::time::Instant::now(), f, resident_mb()));
         }
     }
     fn print(&self) {
         let Some((start, v)) = &self.0 else { return };
         let (mut last, mut last_faults) = (*start, 0);
-        let mut line = String::from("heapledger: phases (ms, page faults):");
-        for (name, t, f) in v {
+        let mut line =
+            String::from("heapledger: phases (ms, page faults, resident MB at the end):");
+        for (name, t, f, rss) in v {
             line += &format!(
-                " {name} {:.1} {}",
+                " {name} {:.1} {} {rss}",
                 (*t - last).as_secs_f64() * 1e3,
                 f - last_faults
             );
@@ -526,7 +539,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     } else {
         job.extend(snapshots.into_iter().map(|d| (d, ProcessEnd::default())));
     }
-    let converting = converter.convert(job);
+    let converting = converter.convert(job, !as_json);
     clear_old_output(&out);
     // Children of a JSON profile: beside it, in <stem>.children/, which
     // keeps no file of an earlier run.

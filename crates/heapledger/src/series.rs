@@ -1,7 +1,7 @@
 //! The checkpoint series of a process (`heapledger_wire::SERIES_MAGIC`),
 //! from the recorder's stack ids to the profile's stacks.
 
-use heapledger_profile::{Series, SeriesCounts, SeriesPoint, StackStat};
+use heapledger_profile::{CompactStacks, Series, SeriesCounts, SeriesPoint};
 use heapledger_wire::Dump;
 use std::collections::HashMap;
 
@@ -16,7 +16,7 @@ use std::collections::HashMap;
 pub fn of<S: std::hash::BuildHasher>(
     d: &mut Dump,
     id_map: &HashMap<u64, usize, S>,
-    stacks: &[StackStat],
+    stacks: &CompactStacks,
 ) -> Series {
     let raw = std::mem::take(&mut d.series);
     // Up to the checkpoint the profile stops at, where it does.
@@ -68,12 +68,11 @@ pub fn of<S: std::hash::BuildHasher>(
         Some(c) => seconds(c.ticks),
         None => seconds(d.end_ticks),
     };
-    let changed: Vec<(u32, SeriesCounts)> = stacks
+    let changed: Vec<(u32, SeriesCounts)> = by_index
         .iter()
-        .zip(&by_index)
         .enumerate()
-        .filter_map(|(at, (s, last))| {
-            let i = &s.infos;
+        .filter_map(|(at, last)| {
+            let i = &stacks.infos(at);
             let now = [i.alloc.count, i.alloc.sum, i.free.count, i.free.sum];
             (*last != now).then_some((at as u32, now))
         })

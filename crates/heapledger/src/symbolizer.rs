@@ -117,13 +117,17 @@ impl Converter {
         Reply(rx)
     }
 
-    /// Converts the dumps, in order, into profiles.
-    pub fn convert(&self, job: Job) -> Reply<(Vec<Profile>, Job)> {
+    /// Converts the dumps, in order, into profiles; `compact`: their stacks
+    /// left compact (`Profile::compact`: for the profile store).
+    pub fn convert(&self, job: Job, compact: bool) -> Reply<(Vec<Profile>, Job)> {
         self.call(move |symbols| {
             let mut job = job;
             let p: Vec<Profile> = job
                 .iter_mut()
-                .map(|(d, end)| convert::to_profile(d, end, symbols))
+                .map(|(d, end)| match compact {
+                    true => convert::to_compact_profile(d, end, symbols),
+                    false => convert::to_profile(d, end, symbols),
+                })
                 .collect();
             (p, job)
         })

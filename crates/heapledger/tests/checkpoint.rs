@@ -49,8 +49,9 @@ fn decode(p: &Path) -> Dump {
 fn sum_of(d: &Dump, lo: u64, hi: u64) -> [i64; 7] {
     let mut sum = [0i64; 7];
     let mut n = 0;
-    for s in &d.stacks {
-        let t = &s.counters.totals;
+    for (i, s) in d.stacks.iter().enumerate() {
+        let c = d.counters(i);
+        let t = &c.totals;
         if t.alloc.count > 0 && t.alloc.min >= lo && t.alloc.max <= hi {
             n += 1;
             let (lc, lb) = d
@@ -63,7 +64,7 @@ fn sum_of(d: &Dump, lo: u64, hi: u64) -> [i64; 7] {
                 t.alloc.sum,
                 t.free.count,
                 t.free.sum,
-                s.counters.alive as u64,
+                c.alive as u64,
                 lc,
                 lb,
             ];
@@ -178,8 +179,8 @@ fn threads_allocating_while_checkpoints_are_written() {
             }
         }
         for (id, c) in &last {
-            let s = d.stacks.iter().find(|s| s.id == *id).unwrap();
-            assert!(c[0] <= s.counters.totals.alloc.count, "round {round}");
+            let i = d.stacks.iter().position(|s| s.id == *id).unwrap();
+            assert!(c[0] <= d.counters(i).totals.alloc.count, "round {round}");
         }
         if let Some(ck) = d.checkpoint {
             assert!(series.last().unwrap().seq <= ck.seq, "round {round}");

@@ -1,0 +1,102 @@
+//! The prefix tree of a set of stacks given frame by frame: how a dump's
+//! stacks are read (`decode`), and how the profile store lays out stacks
+//! it is given one by one.
+
+/// The root: above every stack's outermost frame; not stored.
+pub const ROOT: u32 = 0;
+
+/// The prefix tree of a set of stacks, numbered depth first (children by
+/// frame): the stacks are sorted, and each adds the frames past the
+/// prefix it shares with the one before. No lookup per frame: a million
+/// stacks 21 frames deep took 1 s to insert into a map of (parent,
+/// frame) pairs, a third of that sorted.
+pub struct Built {
+    /// Rows of the `node` blocks: levels up from the node before to the
+    /// parent, and the frame.
+    pub rows: Vec<(u64, u32)>,
+    /// Each stack's node, in the order the stacks were given.
+    pub nodes: Vec<u32>,
+}
+
+/// Builds the tree of stacks given as frame ids, outermost first: stack
+/// `i` is `frames[ends[i - 1]..ends[i]]`.
+pub fn build(frames: &[u32], ends: &[usize]) -> Built {
+    let stack = |i: usize| &frames[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
+    let mut order: Vec<u32> = (0..ends.len() as u32).collect();
+    let wide = frames.iter().any(|&f| f >= u16::MAX as u32);
+    sort_from(&mut order, 0, &stack, wide, &mut Vec::new());
+    let mut nodes = vec![ROOT; ends.len()];
+    let mut rows = Vec::new();
+    // The nodes of the stack before, outermost first.
+    let mut path: Vec<u32> = Vec::new();
+    let mut prev: &[u32] = &[];
+    for &i in &order {
+        let s = stack(i as usize);
+        let shared = s.iter().zip(prev).take_while(|(a, b)| a == b).count();
+        if shared < s.len() {
+            // The node written last is the deepest of `path`.
+            let mut up = (path.len() - shared) as u64;
+            path.truncate(shared);
+            for &f in &s[shared..] {
+                rows.push((up, f));
+                up = 0;
+                path.push(rows.len() as u32);
+            }
+        } else {
+            path.truncate(shared);
+        }
+        nodes[i as usize] = path.last().copied().unwrap_or(ROOT);
+        prev = s;
+    }
+    Built { rows, nodes }
+}
+
+/// Sorts stacks (by index) whose first `depth` frames are equal by the
+/// frames from there on: by a key of the next few frames first, then each
+/// run of equal keys by the frames after them. Each stack is read a few
+/// frames at a time, in order: sorting a million stacks by comparing them
+/// whole missed the cache on every comparison (1 s).
+fn sort_from<'a>(
+    order: &mut [u32],
+    depth: usize,
+    stack: &impl Fn(usize) -> &'a [u32],
+    wide: bool,
+    keys: &mut Vec<(u64, u32)>,
+) {
+    // Frames per key, and bits per frame (0 past a stack's end, so that a
+    // stack sorts before the longer ones it begins).
+    let (per, bits) = if wide { (2, 32) } else { (4, 16) };
+    keys.clear();
+    keys.extend(order.iter().map(|&i| {
+        let s = stack(i as usize);
+        let mut k = 0u64;
+        for j in 0..per {
+            let f = s.get(depth + j).map_or(0, |&f| u64::from(f) + 1);
+            k = (k << bits) | f;
+        }
+        (k, i)
+    }));
+    keys.sort_unstable();
+    for (o, (_, i)) in order.iter_mut().zip(keys.iter()) {
+        *o = *i;
+    }
+    let runs: Vec<(usize, usize, u64)> = {
+        let mut v = Vec::new();
+        let mut a = 0;
+        while a < keys.len() {
+            let mut b = a + 1;
+            while b < keys.len() && keys[b].0 == keys[a].0 {
+                b += 1;
+            }
+            v.push((a, b, keys[a].0));
+            a = b;
+        }
+        v
+    };
+    for (a, b, k) in runs {
+        // Stacks that end within the key are equal: nothing to sort.
+        if b - a > 1 && k & ((1u64 << bits) - 1) != 0 {
+            sort_from(&mut order[a..b], depth + per, stack, wide, keys);
+        }
+    }
+}
