@@ -221,38 +221,78 @@ fn write_cost(out: &mut impl Write, line: u32, cost: &Cost) -> io::Result<()> {
 
 /// Writes `profile` in callgrind format to `writer` (buffered here).
 pub fn write(profile: &Profile, writer: impl Write) -> io::Result<()> {
+    write_stacks(
+        profile,
+        |f| {
+            for stat in profile.stacks() {
+                f(&stat.stack, &stat.infos);
+            }
+            Ok(())
+        },
+        writer,
+    )
+}
+
+/// [`write`], the stacks given one by one by `stacks` (which calls its
+/// argument with each stack and its counters), in the order `write` would
+/// read them from `profile.stacks`; `profile`'s own are not read. Memory
+/// goes with the functions and call arcs written, not with the stacks.
+pub fn write_stacks<E: From<io::Error>>(
+    profile: &Profile,
+    stacks: impl FnOnce(&mut dyn FnMut(&[Addr], &StackInfos)) -> Result<(), E>,
+    writer: impl Write,
+) -> Result<(), E> {
     let mut graph = Graph {
         profile,
         functions: IndexMap::new(),
         frames: HashMap::new(),
     };
     let mut total = [0u64; 7];
-    let mut paths: Vec<(Vec<(usize, u32)>, Cost)> = Vec::new();
-    for stat in profile.stacks() {
-        let cost = cost_of(&stat.infos);
+    // Which functions some stack calls (any frame but the outermost), and
+    // the cost of each outermost frame: those of a function that is called
+    // somewhere are hung under `ROOT` at the end, as if each such stack
+    // had started there (the call from `ROOT` is the only arc that adds).
+    let mut called: Vec<bool> = Vec::new();
+    let mut outer_costs: IndexMap<(usize, u32), Cost> = IndexMap::new();
+    let mut path: Vec<(usize, u32)> = Vec::new();
+    stacks(&mut |stack, infos| {
+        let cost = cost_of(infos);
         if cost.iter().all(|&c| c == 0) {
-            continue;
+            return;
         }
         add(&mut total, &cost);
-        let path = stat.stack.iter().rev().map(|&a| graph.frame(a)).collect();
-        paths.push((path, cost));
-    }
-    // Which functions some stack calls (any frame but the outermost).
-    let mut called = vec![false; graph.functions.len()];
-    for (path, _) in &paths {
+        path.clear();
+        path.extend(stack.iter().rev().map(|&a| graph.frame(a)));
+        called.resize(graph.functions.len(), false);
         for &(f, _) in path.iter().skip(1) {
             called[f] = true;
         }
-    }
-    for (path, cost) in &mut paths {
-        if let Some(&(outer, _)) = path.first() {
-            if called[outer] {
-                path.insert(0, (graph.root(), 0));
-            }
+        if let Some(&outer) = path.first() {
+            add(outer_costs.entry(outer).or_insert([0; 7]), &cost);
         }
-        graph.add_stack(path, cost);
+        graph.add_stack(&path, &cost);
+    })?;
+    called.resize(graph.functions.len(), false);
+    for (&(outer, line), cost) in &outer_costs {
+        if called[outer] {
+            let root = graph.root();
+            let call = graph.functions[root]
+                .calls
+                .entry((0, outer, line))
+                .or_insert((1, [0; 7]));
+            add(&mut call.1, cost);
+        }
     }
+    write_graph(profile, &graph, &total, writer)?;
+    Ok(())
+}
 
+fn write_graph(
+    profile: &Profile,
+    graph: &Graph<'_>,
+    total: &Cost,
+    writer: impl Write,
+) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(1 << 20, writer);
     writeln!(out, "# callgrind format")?;
     writeln!(out, "version: 1")?;

@@ -52,7 +52,7 @@ impl Format {
     /// Whether the format needs every stack of the profile in memory at
     /// once (the others take them as they are read).
     pub fn needs_whole_profile(self) -> bool {
-        matches!(self, Format::Malt | Format::Callgrind)
+        matches!(self, Format::Malt)
     }
 
     pub fn name(self) -> &'static str {
@@ -380,7 +380,11 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
                 std::io::Write::write_all(&mut w, flame.as_ref().expect("made above"))?
             }
             Format::Malt => profile.write_to(&mut w).map_err(|e| anyhow!("{e}"))?,
-            Format::Callgrind => heapledger_profile::callgrind::write(profile, &mut w)?,
+            Format::Callgrind => heapledger_profile::callgrind::write_stacks(
+                profile,
+                |f| o.each_stack(|stack, infos| f(stack, infos)),
+                &mut w,
+            )?,
             Format::Pprof | Format::Html => unreachable!("written above"),
         }
         std::io::Write::flush(&mut w)?;
