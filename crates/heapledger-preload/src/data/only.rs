@@ -207,8 +207,8 @@ pub fn by_stack(id: u32) -> bool {
     }
     stacks::frames(stacks::entry(id))
         .iter()
-        .find(|&&f| !within(&RUNTIME, &RUNTIME_N, f))
-        .is_some_and(|&f| within(&CHOSEN, &CHOSEN_N, f))
+        .find(|&f| !within(&RUNTIME, &RUNTIME_N, f))
+        .is_some_and(|f| within(&CHOSEN, &CHOSEN_N, f))
 }
 
 #[cfg(test)]

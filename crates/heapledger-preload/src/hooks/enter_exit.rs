@@ -129,7 +129,7 @@ pub(super) fn shadow_stack(fp: u64) -> u32 {
     for i in 0..len {
         hash = stacks::mix(hash, frame(i));
     }
-    let eq = |f: &[u64]| f.len() == len && f.iter().enumerate().all(|(i, &v)| v == frame(i));
+    let eq = |f: stacks::Frames| f.len() == len && f.iter().enumerate().all(|(i, v)| v == frame(i));
     stacks::intern(hash, len, &eq, |out| {
         for (i, o) in out.iter_mut().enumerate() {
             *o = frame(i);

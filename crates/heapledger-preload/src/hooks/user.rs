@@ -311,6 +311,6 @@ pub(super) fn frames_stack(first: Option<u64>, top: u32) -> u32 {
     for &f in frames {
         hash = stacks::mix(hash, f);
     }
-    let eq = |f: &[u64]| f == frames;
+    let eq = |f: stacks::Frames| f.is(frames);
     stacks::intern(hash, len, &eq, |out| out.copy_from_slice(frames)).unwrap_or(0)
 }

@@ -236,11 +236,10 @@ pub fn leak_report() -> String {
         s.allocations, s.allocated_bytes, s.frees, s.freed_bytes, n, bytes
     );
     for (i, &(addr, size, stack)) in blocks.iter().take(REPORT_MAX).enumerate() {
-        let frames: &[u64] = if stack == 0 || stack >= stacks::count() {
-            &[]
-        } else {
-            stacks::frames(stacks::entry(stack))
-        };
+        let mut frames = Vec::new();
+        if stack != 0 && stack < stacks::count() {
+            stacks::frames(stacks::entry(stack)).copy_to(&mut frames);
+        }
         let places: Vec<_> = frames.iter().map(|&f| (f, place(f))).collect();
         let so = places
             .iter()

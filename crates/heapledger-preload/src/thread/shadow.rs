@@ -76,7 +76,7 @@ pub fn charge_deepest(st: &mut super::state::ThreadState) {
     for i in 0..len {
         hash = stacks::mix(hash, frame(i));
     }
-    let eq = |f: &[u64]| f.len() == len && f.iter().enumerate().all(|(i, &v)| v == frame(i));
+    let eq = |f: stacks::Frames| f.len() == len && f.iter().enumerate().all(|(i, v)| v == frame(i));
     let id = stacks::intern(hash, len, &eq, |out| {
         for (i, o) in out.iter_mut().enumerate() {
             *o = frame(i);

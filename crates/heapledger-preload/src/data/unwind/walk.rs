@@ -215,13 +215,16 @@ impl Unwind {
             s.reads.extend_from_slice(&self.reads);
         }
         let rec = &self.rec_ra[self.rec_ra_at..];
-        let eq = |f: &[u64]| f == rec;
+        let eq = |f: stacks::Frames| f.is(rec);
         let slot = (h as usize) % ID_CACHE;
         let id = if self.ids[slot].0 == h && eq(stacks::frames(stacks::entry(self.ids[slot].1))) {
             self.ids[slot].1
         } else {
-            let Some(id) = stacks::intern(h, rec.len(), &eq, |dst| {
-                dst.copy_from_slice(rec);
+            // A new stack shares its kept outer frames with the stack
+            // captured before it (compared there, not trusted).
+            let outer = (keep > 0).then(|| (self.rec_id, keep, &rec[rec.len() - keep..]));
+            let Some(id) = stacks::intern_sharing(h, rec.len(), outer, &eq, |dst| {
+                dst.copy_from_slice(&rec[..dst.len()]);
             }) else {
                 // Out of memory for stacks: forget the record, so that the
                 // next capture does not return a stale id for it.
@@ -303,8 +306,9 @@ impl Unwind {
                 .fold(HASH_SEED, |h, w| stacks::mix(h, w.st.ra));
             // Frames are stored leaf first, as `tmp` holds them; the hash
             // folds from the root, as the record's does.
-            let eq =
-                |f: &[u64]| f.len() == n && f.iter().zip(tmp.iter()).all(|(a, w)| *a == w.st.ra);
+            let eq = |f: stacks::Frames| {
+                f.len() == n && f.iter().zip(tmp.iter()).all(|(a, w)| a == w.st.ra)
+            };
             return stacks::intern(h, n, &eq, |dst| {
                 for (d, w) in dst.iter_mut().zip(tmp.iter()) {
                     *d = w.st.ra;

@@ -277,17 +277,17 @@ fn rest(
         e.bytes(text.as_bytes());
     });
     for (thread, w) in &g_waits {
-        let frames = |id: u32| -> &[u64] {
-            if id == crate::data::timelog::NONE || id >= stacks::count() {
-                &[]
-            } else {
-                stacks::frames(stacks::entry(id))
+        let frames = |id: u32| -> Vec<u64> {
+            let mut v = Vec::new();
+            if id != crate::data::timelog::NONE && id < stacks::count() {
+                stacks::frames(stacks::entry(id)).copy_to(&mut v);
             }
+            v
         };
         e.wait(
             [*thread, w.key.kind as u64, w.count, w.total_ns, w.max_ns],
-            frames(w.key.stack),
-            frames(w.key.other),
+            &frames(w.key.stack),
+            &frames(w.key.other),
         );
     }
     let rows = threads.iter().map(|r| (Tag::Thread, r));
@@ -307,11 +307,11 @@ fn rest(
         e.u(c);
     }
     for &(number, bytes, id) in &stack_peaks {
-        let frames = match id < stacks::count() as u64 {
-            true => stacks::frames(stacks::entry(id as u32)),
-            false => &[],
-        };
-        e.stack_use(number, bytes, id, frames);
+        let mut frames = Vec::new();
+        if id < stacks::count() as u64 {
+            stacks::frames(stacks::entry(id as u32)).copy_to(&mut frames);
+        }
+        e.stack_use(number, bytes, id, &frames);
     }
     for (which, h) in [&size_time, &life_size].into_iter().enumerate() {
         e.scatter(which as u64, h.keys_held(), h.iter());
@@ -498,7 +498,8 @@ pub(super) fn write_stacks(
     epoch: u64,
     see: &mut dyn FnMut(u32, &StackCounters),
 ) {
-    let mut prev: &[u64] = &[];
+    // This stack's frames and the one's before it, each as one slice.
+    let (mut cur, mut prev): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
     let mut others: i64 = 0;
     let mut empty: Option<Full> = None;
     for id in 0..stacks::count() {
@@ -522,9 +523,9 @@ pub(super) fn write_stacks(
         }
         let c = m.wire_counters(id, epoch);
         others = others.saturating_add(c.at_peak);
-        let frames = stacks::frames(stacks::entry(id));
-        e.stack(id as u64, frames, prev);
-        prev = frames;
+        stacks::frames(stacks::entry(id)).copy_to(&mut cur);
+        e.stack(id as u64, &cur, &prev);
+        core::mem::swap(&mut cur, &mut prev);
         e.stack_counters(id as u64, &c);
         see(id, &c);
     }
@@ -532,7 +533,8 @@ pub(super) fn write_stacks(
         let mut c = m.wire_counters(0, epoch);
         c.at_peak = (epoch as i64).saturating_sub(others).max(0);
         c.max_alive = c.max_alive.max(c.at_peak as u64).max(c.alive.max(0) as u64);
-        e.stack(0, stacks::frames(stacks::entry(0)), prev);
+        stacks::frames(stacks::entry(0)).copy_to(&mut cur);
+        e.stack(0, &cur, &prev);
         e.stack_counters(0, &c);
         see(0, &c);
     }
