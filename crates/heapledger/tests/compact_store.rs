@@ -34,9 +34,13 @@ fn dump_of(exe: &Path, dir: &Scratch, tag: &str) -> heapledger_wire::Dump {
     heapledger_wire::decode(&bytes).unwrap()
 }
 
-/// A store's main process read back: its stacks (frames by symbol, and
-/// counters as JSON), sorted, and its leaks.
-fn read_back(store: &Path) -> (Vec<(Vec<String>, String)>, Vec<(Vec<String>, u64, u64)>) {
+/// Stacks by their frames' names, with their counters as JSON.
+type Stacks = Vec<(Vec<String>, String)>;
+/// Leaks by their frames' names, with their blocks and bytes.
+type Leaks = Vec<(Vec<String>, u64, u64)>;
+
+/// A store's main process read back: its stacks, sorted, and its leaks.
+fn read_back(store: &Path) -> (Stacks, Leaks) {
     let o = open(store, Pick::Main, Load::Whole).unwrap();
     let p = &o.profile;
     let names = |stack: &[Addr]| -> Vec<String> {
