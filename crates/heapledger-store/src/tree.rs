@@ -9,7 +9,7 @@ pub use heapledger_wire::prefix::{build, ROOT};
 /// numbered depth first with children by frame, as [`build`] numbers
 /// them; and each node's number there. Linear but for sorting each node's
 /// children: no stack is compared with another.
-pub fn from_tree(parent: &[u32], frame: &[u32]) -> (Vec<(u64, u32)>, Vec<u32>) {
+pub fn from_tree(parent: &[u32], frame: &[u32]) -> (Vec<(u32, u32)>, Vec<u32>) {
     let n = parent.len();
     // Each node's children, by frame (counting sort by parent, then each
     // short run sorted).
@@ -36,9 +36,9 @@ pub fn from_tree(parent: &[u32], frame: &[u32]) -> (Vec<(u64, u32)>, Vec<u32>) {
     let mut rows = Vec::with_capacity(n.saturating_sub(1));
     let mut number = vec![ROOT; n];
     // (node, its depth); the depth of the node numbered last.
-    let mut todo: Vec<(u32, u64)> = Vec::new();
-    let mut last_depth = 0u64;
-    let push_children = |todo: &mut Vec<(u32, u64)>, p: usize, depth: u64| {
+    let mut todo: Vec<(u32, u32)> = Vec::new();
+    let mut last_depth = 0u32;
+    let push_children = |todo: &mut Vec<(u32, u32)>, p: usize, depth: u32| {
         let run = &children[start[p] as usize..start[p + 1] as usize];
         todo.extend(run.iter().rev().map(|&c| (c, depth + 1)));
     };
@@ -145,7 +145,7 @@ mod tests {
         let mut read = Nodes::new();
         let mut path = Vec::new();
         for (up, f) in rows {
-            read.push(up, f, &mut path).unwrap();
+            read.push(u64::from(up), f, &mut path).unwrap();
         }
         let mut out = Vec::new();
         for (s, n) in stacks.iter().zip(nodes) {

@@ -235,7 +235,7 @@ impl Writer {
             Ok(())
         };
         put_blocks("node", NODE_COLUMNS, rows.len(), &mut |i, out| {
-            out[0] = rows[i].0;
+            out[0] = u64::from(rows[i].0);
             out[1] = u64::from(rows[i].1);
         })?;
         // Stacks in the order of their nodes (depth first): the node column
@@ -271,7 +271,8 @@ impl Writer {
             .iter()
             .map(|pt| pt.changed.iter().filter(known).count())
             .sum();
-        let mut point_rows: Vec<(u32, [u64; 4])> = Vec::new();
+        // (stack row, index in the point's rows): 8 bytes a row, not 40.
+        let mut point_rows: Vec<(u32, u32)> = Vec::new();
         let (mut next_point, mut point, mut at) = (0usize, 0u64, 0usize);
         let (mut prev_point, mut prev_row) = (0u64, 0i64);
         put_blocks("series", SERIES_COLUMNS, n_series, &mut |_, out| {
@@ -281,14 +282,16 @@ impl Writer {
                     p.series.points[next_point]
                         .changed
                         .iter()
-                        .filter(known)
-                        .map(|&(i, c)| (row_of[i as usize], c)),
+                        .enumerate()
+                        .filter(|(_, r)| known(r))
+                        .map(|(k, &(i, _))| (row_of[i as usize], k as u32)),
                 );
                 point_rows.sort_unstable_by_key(|r| r.0);
                 (point, at) = (next_point as u64, 0);
                 next_point += 1;
             }
-            let (row, c) = point_rows[at];
+            let (row, k) = point_rows[at];
+            let c = p.series.points[point as usize].changed[k as usize].1;
             at += 1;
             out[0] = point - prev_point;
             out[1] = zigzag(i64::from(row) - prev_row);

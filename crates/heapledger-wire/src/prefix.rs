@@ -13,7 +13,7 @@ pub const ROOT: u32 = 0;
 pub struct Built {
     /// Rows of the `node` blocks: levels up from the node before to the
     /// parent, and the frame.
-    pub rows: Vec<(u64, u32)>,
+    pub rows: Vec<(u32, u32)>,
     /// Each stack's node, in the order the stacks were given.
     pub nodes: Vec<u32>,
 }
@@ -21,6 +21,15 @@ pub struct Built {
 /// Builds the tree of stacks given as frame ids, outermost first: stack
 /// `i` is `frames[ends[i - 1]..ends[i]]`.
 pub fn build(frames: &[u32], ends: &[usize]) -> Built {
+    let mut rows = Vec::new();
+    let nodes = build_each(frames, ends, |up, _, f| rows.push((up as u32, f)));
+    Built { rows, nodes }
+}
+
+/// [`build`], each node given to `node` as it is numbered (1, 2, ...):
+/// levels up from the node before to its parent, its parent, its frame;
+/// returns each stack's node.
+pub fn build_each(frames: &[u32], ends: &[usize], mut node: impl FnMut(u64, u32, u32)) -> Vec<u32> {
     let stack = |i: usize| &frames[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
     let mut order: Vec<u32> = (0..ends.len() as u32).collect();
     // Bits a frame takes in a sort key (one more value than the largest
@@ -36,7 +45,7 @@ pub fn build(frames: &[u32], ends: &[usize]) -> Built {
     };
     sort_from(&mut order, 0, &stack, bits, &mut Vec::new());
     let mut nodes = vec![ROOT; ends.len()];
-    let mut rows = Vec::new();
+    let mut numbered = 0u32;
     // The nodes of the stack before, outermost first.
     let mut path: Vec<u32> = Vec::new();
     let mut prev: &[u32] = &[];
@@ -54,9 +63,10 @@ pub fn build(frames: &[u32], ends: &[usize]) -> Built {
             let mut up = (path.len() - shared) as u64;
             path.truncate(shared);
             for &f in &s[shared..] {
-                rows.push((up, f));
+                numbered += 1;
+                node(up, path.last().copied().unwrap_or(ROOT), f);
                 up = 0;
-                path.push(rows.len() as u32);
+                path.push(numbered);
             }
         } else {
             path.truncate(shared);
@@ -64,7 +74,7 @@ pub fn build(frames: &[u32], ends: &[usize]) -> Built {
         nodes[i as usize] = path.last().copied().unwrap_or(ROOT);
         prev = s;
     }
-    Built { rows, nodes }
+    nodes
 }
 
 /// Sorts stacks (by index) whose first `depth` frames are equal by the

@@ -230,7 +230,8 @@ pub fn to_compact_profile(
     let mut merged: Vec<(u32, usize, u64)> = Vec::with_capacity(n);
     let mut sums: HashMap<usize, StackCounters> = HashMap::default();
     let mut index: HashMap<u32, usize> = HashMap::default();
-    let mut id_map: HashMap<u64, usize> = HashMap::with_capacity_and_hasher(n, Default::default());
+    let max_id = d.stacks.iter().map(|s| s.id).max().unwrap_or(0);
+    let mut id_map = crate::series::IdMap::new(max_id, n);
     for (i, s) in d.stacks.iter().enumerate() {
         let key = key_of(i);
         let mut add = || {
@@ -258,7 +259,7 @@ pub fn to_compact_profile(
         .iter()
         .flat_map(|(_, points)| points.iter().map(|p| p.high_stack))
         .filter_map(|id| {
-            let node = merged[*id_map.get(&id)?].0;
+            let node = merged[id_map.get(id)?].0;
             (node != ROOT).then(|| (id, addr(&node_frame(node))))
         })
         .collect();
@@ -374,8 +375,11 @@ pub fn to_compact_profile(
     // The profile's tree: the nodes used, numbered in the same order (a
     // parent's number stays below its children's).
     let mut renumbered = vec![ROOT; n_nodes];
-    let mut parent = vec![ROOT];
-    let mut frame = vec![Addr::NULL];
+    let n_used = used.iter().filter(|&&u| u).count();
+    let mut parent = Vec::with_capacity(n_used);
+    let mut frame = Vec::with_capacity(n_used);
+    parent.push(ROOT);
+    frame.push(Addr::NULL);
     for m in 1..n_nodes as u32 {
         if used[m as usize] {
             renumbered[m as usize] = parent.len() as u32;
@@ -385,6 +389,7 @@ pub fn to_compact_profile(
     }
     drop(used);
     let mut compact = mp::CompactStacks::new(parent, frame);
+    compact.reserve(merged.len(), d.counters_bytes());
     for (at, &(node, first, id)) in merged.iter().enumerate() {
         let c = sums.get(&at).copied().unwrap_or_else(|| d.counters(first));
         let infos = StackInfos {
@@ -407,11 +412,13 @@ pub fn to_compact_profile(
     // the rest is built and the profile written, which reuse it.
     drop(renumbered);
     drop(merged);
+    let mut merged_ats: Vec<usize> = sums.keys().copied().collect();
+    merged_ats.sort_unstable();
     drop(sums);
     drop(added);
     drop(rebuilt);
     d.drop_stacks();
-    p.series = crate::series::of(d, &id_map, &compact);
+    p.series = crate::series::of(d, &id_map, &compact, &merged_ats);
     let frames_of = |at: usize| {
         let mut v = Vec::new();
         compact.stack(at, &mut v);
@@ -422,7 +429,7 @@ pub fn to_compact_profile(
     let mut leak_of: HashMap<usize, usize> = HashMap::default();
     let mut leak_nodes: Vec<u32> = Vec::new();
     for l in &d.leaks {
-        let Some(&at) = id_map.get(&l.stack) else {
+        let Some(at) = id_map.get(l.stack) else {
             continue;
         };
         match leak_of.get(&at) {
@@ -461,8 +468,8 @@ pub fn to_compact_profile(
         .leak_blocks
         .iter()
         .filter_map(|&(stack, ptr, size)| {
-            let at = id_map.get(&stack)?;
-            let leak = rank[*leak_of.get(at)?];
+            let at = id_map.get(stack)?;
+            let leak = rank[*leak_of.get(&at)?];
             Some(mp::LeakBlock { leak, ptr, size })
         })
         .collect();
@@ -488,8 +495,8 @@ pub fn to_compact_profile(
             // The stack with its wrapper frames dropped, as its counters';
             // one without counters (an enter/exit stack's deepest entry)
             // as written.
-            let frames: Vec<Addr> = match id_map.get(&u.stack) {
-                Some(&at) => frames_of(at),
+            let frames: Vec<Addr> = match id_map.get(u.stack) {
+                Some(at) => frames_of(at),
                 None => u.frames.iter().map(addr).collect(),
             };
             ts.stack_mem = mp::StackMem {
@@ -521,7 +528,7 @@ pub fn to_compact_profile(
         .collect();
     let mut rows: HashMap<(u32, u32), (u64, u64)> = HashMap::default();
     for &(thread, id, count, bytes) in &d.thread_stacks {
-        let (Some(&t), Some(&at)) = (thread_index.get(&thread), id_map.get(&id)) else {
+        let (Some(&t), Some(at)) = (thread_index.get(&thread), id_map.get(id)) else {
             continue;
         };
         let r = rows.entry((t, at as u32)).or_default();

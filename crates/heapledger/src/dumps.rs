@@ -129,7 +129,7 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
                     dump_pid(&path).is_none_or(|pid| latest.get(&pid) == Some(&image(&path)));
                 let bytes = std::fs::read(c).unwrap_or_default();
                 let _ = std::fs::remove_file(c);
-                match heapledger_wire::decode(&bytes) {
+                match heapledger_wire::decode_owned(bytes) {
                     Ok(d) if last_image => {
                         dumps.push(d);
                         true
@@ -169,7 +169,7 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
                 read_checkpoint(dumps);
                 return Ok(());
             }
-            match heapledger_wire::decode(&bytes) {
+            match heapledger_wire::decode_owned(bytes) {
                 Ok(d) => {
                     dumps.push(d);
                     if let Some(c) = &checkpoint {
@@ -221,7 +221,7 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
             Vec::new()
         };
         let _ = std::fs::remove_file(&path);
-        match heapledger_wire::decode(&bytes) {
+        match heapledger_wire::decode_owned(bytes) {
             Ok(d) if d.snapshot.is_some() => snapshots.push(d),
             Ok(_) => eprintln!("heapledger: skipping {}: not a snapshot", path.display()),
             Err(e) => eprintln!("heapledger: skipping {}: {e}", path.display()),

@@ -3,25 +3,66 @@
 
 use heapledger_profile::{CompactStacks, Series, SeriesCounts, SeriesPoint};
 use heapledger_wire::Dump;
-use std::collections::HashMap;
+type HashMap<K, V, S = foldhash::fast::RandomState> = std::collections::HashMap<K, V, S>;
+
+/// The profile's stack (its index) of each recorder stack id: by index
+/// where the ids are dense (the recorder numbers its stacks from 0), 4
+/// bytes a stack; hashed otherwise (a map of half a million took 17 MB).
+pub enum IdMap {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u64, usize, foldhash::fast::RandomState>),
+}
+
+impl IdMap {
+    /// For stacks of these ids (`max`: the largest, `n`: how many).
+    pub fn new(max: u64, n: usize) -> IdMap {
+        if max < 4 * n as u64 + 1024 {
+            IdMap::Dense(vec![u32::MAX; max as usize + 1])
+        } else {
+            IdMap::Sparse(HashMap::with_capacity_and_hasher(n, Default::default()))
+        }
+    }
+
+    pub fn insert(&mut self, id: u64, at: usize) {
+        match self {
+            IdMap::Dense(v) => {
+                if let Some(x) = v.get_mut(id as usize) {
+                    *x = at as u32;
+                }
+            }
+            IdMap::Sparse(m) => {
+                m.insert(id, at);
+            }
+        }
+    }
+
+    pub fn get(&self, id: u64) -> Option<usize> {
+        match self {
+            IdMap::Dense(v) => v
+                .get(usize::try_from(id).ok()?)
+                .filter(|&&x| x != u32::MAX)
+                .map(|&x| x as usize),
+            IdMap::Sparse(m) => m.get(&id).copied(),
+        }
+    }
+}
 
 /// The series of `d`'s checkpoints (taken from it), each stack by its
 /// index in `stacks` (`id_map`: a recorder stack id's index), and a last
 /// point at the profile's end with the stacks that changed since the last
 /// checkpoint. Recorded stacks that became one profile stack add up.
 ///
-/// Each stack's counters are kept by recorder id and by profile stack in
-/// arrays (ids are dense): half a million stacks changed at four
-/// checkpoints take 0.2 s and 32 MB here, where hash maps took 1.3 s.
-pub fn of<S: std::hash::BuildHasher>(
-    d: &mut Dump,
-    id_map: &HashMap<u64, usize, S>,
-    stacks: &CompactStacks,
-) -> Series {
+/// Each profile stack's counters are kept in an array; those of recorded
+/// stacks that became one (rare) by id as well, to take the difference
+/// each brings. Half a million stacks changed at four checkpoints take
+/// 0.2 s here, where hash maps of every id took 1.3 s.
+/// `merged`: the profile stacks (sorted) that more than one recorded
+/// stack became.
+pub fn of(d: &mut Dump, id_map: &IdMap, stacks: &CompactStacks, merged: &[usize]) -> Series {
     let raw = std::mem::take(&mut d.series);
     // Up to the checkpoint the profile stops at, where it does.
     let upto = d.checkpoint.map_or(u64::MAX, |c| c.seq);
-    let mut records = heapledger_wire::series_records(&raw)
+    let mut records = heapledger_wire::series_record_refs(&raw)
         .take_while(|r| r.seq <= upto)
         .peekable();
     if records.peek().is_none() {
@@ -29,26 +70,21 @@ pub fn of<S: std::hash::BuildHasher>(
     }
     let tps = d.ticks_per_second.max(1) as f64;
     let seconds = |ticks: u64| ticks.saturating_sub(d.start_ticks) as f64 / tps;
-    // Each recorded stack's counters as last seen (by id, where the id is
-    // below a bound: the recorder numbers its stacks from 0), and each
-    // profile stack's (their sum).
-    let max_id = id_map.keys().copied().max().unwrap_or(0);
-    let dense = max_id < 4 * id_map.len() as u64 + 1024;
-    let mut by_id: Vec<SeriesCounts> = vec![[0; 4]; if dense { max_id as usize + 1 } else { 0 }];
-    let mut by_id_sparse: HashMap<u64, SeriesCounts> = HashMap::new();
+    let mut merged_ids: HashMap<u64, SeriesCounts> = HashMap::default();
     let mut by_index: Vec<SeriesCounts> = vec![[0; 4]; stacks.len()];
     let mut points = Vec::new();
     for r in records {
-        let mut changed: Vec<u32> = Vec::with_capacity(r.stacks.len());
-        for (id, c) in &r.stacks {
-            let Some(&at) = id_map.get(id) else { continue };
-            let old = match dense {
-                true => std::mem::replace(&mut by_id[*id as usize], *c),
-                false => by_id_sparse.insert(*id, *c).unwrap_or_default(),
-            };
+        let mut changed: Vec<u32> = Vec::new();
+        for (id, c) in r.rows() {
+            let Some(at) = id_map.get(id) else { continue };
             let sum = &mut by_index[at];
-            for k in 0..4 {
-                sum[k] = sum[k].wrapping_add(c[k].wrapping_sub(old[k]));
+            if merged.binary_search(&at).is_ok() {
+                let old = merged_ids.insert(id, c).unwrap_or_default();
+                for k in 0..4 {
+                    sum[k] = sum[k].wrapping_add(c[k].wrapping_sub(old[k]));
+                }
+            } else {
+                *sum = c;
             }
             changed.push(at as u32);
         }
@@ -62,7 +98,7 @@ pub fn of<S: std::hash::BuildHasher>(
                 .collect(),
         });
     }
-    drop(by_id);
+    drop(merged_ids);
     // The end: the profile's own counters.
     let end = match d.checkpoint {
         Some(c) => seconds(c.ticks),
