@@ -259,9 +259,7 @@ async function flame() {
   try {
     let svg = await api(`flame?metric=${m}&inverted=${inv}&collapse=${c}${range}`, "text");
     if (asked !== flameAsked) return;
-    // inferno's script keeps its zoom and search in the URL; a blob: URL
-    // has none to change, which would stop the script: without it then.
-    svg = svg.replaceAll("history.replaceState(", "(function(){try{history.replaceState.apply(history,arguments)}catch(e){}})(");
+    svg = inFrame(svg);
     svg = svg.replace(/<\/svg>\s*$/, tooltipScript(inv) + "</svg>");
     // The graph shown before is let go once the new one has loaded, not
     // while the frame may still be reading it.
@@ -290,6 +288,20 @@ async function flame() {
     frame.dataset.shown = "";
     failed(frame.parentElement.querySelector(".controls"), e);
   }
+}
+
+// inferno's flame graph script, made to run inside a frame: it keeps its
+// zoom and search in the URL, which a blob: URL has none of to change
+// (that would stop the script); and it sizes its frames to the page's
+// width less its margins, which a frame not laid out (a page left before
+// its graph loaded) has none of: a negative width, then positions of
+// "Infinity%", each an error in the browser. It waits for a width (the
+// frame's resize event comes when it is shown).
+function inFrame(svg) {
+  return svg
+    .replaceAll("history.replaceState(", "(function(){try{history.replaceState.apply(history,arguments)}catch(e){}})(")
+    .replace("var update_for_width_change = function() {",
+      "var update_for_width_change = function() { if (svg.width.baseVal.value <= xpad * 2) return;");
 }
 
 // ---- Call tree: expandable rows, stubs that jump to their target ----
@@ -606,7 +618,7 @@ async function diff() {
   document.getElementById("diff-table").replaceChildren(head, ...rows);
   const svg = await api("diffflame?metric=bytes", "text");
   const frame = document.getElementById("diff-frame");
-  frame.src = URL.createObjectURL(new Blob([svg.replaceAll("history.replaceState(", "(function(){try{history.replaceState.apply(history,arguments)}catch(e){}})(")], { type: "image/svg+xml" }));
+  frame.src = URL.createObjectURL(new Blob([inFrame(svg)], { type: "image/svg+xml" }));
   frame.dataset.shown = "1";
 }
 

@@ -35,6 +35,15 @@ try {
   seen.warnings = await page.$$eval("#warnings .warning", (ws) => ws.map((w) => w.textContent));
   seen.sites = await page.$$eval("#sites tr", (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
 
+  // The flame graph asked for and left before it loaded: its frame loads
+  // hidden, without a width (inferno's script drew negative widths and
+  // "Infinity%" positions there, errors in the console), and draws once
+  // shown, below.
+  await page.evaluate(() => { location.hash = "#flame"; });
+  await page.waitForTimeout(5);
+  await page.evaluate(() => { location.hash = "#overview"; });
+  await page.waitForTimeout(1000);
+
   // Sources, from the first top site whose "where" names
   // $HEAPLEDGER_SOURCE (served, or embedded in the HTML file).
   const hint = process.env.HEAPLEDGER_SOURCE;
