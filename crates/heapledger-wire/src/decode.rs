@@ -561,6 +561,12 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                     last = last.wrapping_add(r.i()? as u64);
                     own.push(last);
                 }
+                // Grown by a quarter at a time, not doubled: the largest
+                // vector of the decoder (Python compiling its library: 74
+                // MB of ids, which doubling took to 128 MB).
+                if ids.capacity() - ids.len() < n {
+                    ids.reserve_exact(n.max(ids.capacity() / 4));
+                }
                 ids.extend_from_within(prev..prev + shared);
                 for &f in own.iter().rev() {
                     let next = addrs.len() as u32;
