@@ -99,6 +99,19 @@ impl Nodes {
 mod tests {
     use super::*;
 
+    /// Stacks as `build` takes them: all frames, and where each stack ends.
+    fn flat(stacks: &[Vec<u32>]) -> (Vec<u32>, Vec<usize>) {
+        let frames = stacks.iter().flatten().copied().collect();
+        let ends = stacks
+            .iter()
+            .scan(0, |n, s| {
+                *n += s.len();
+                Some(*n)
+            })
+            .collect();
+        (frames, ends)
+    }
+
     #[test]
     fn a_built_tree_gives_the_rows_build_gives() {
         // root; 1 = 5; 2 = 5>3; 3 = 4; 4 = 5>1; 5 = 5>3>2.
@@ -106,14 +119,7 @@ mod tests {
         let frame = [0, 5, 3, 4, 1, 2];
         let (rows, number) = from_tree(&parent, &frame);
         let stacks: Vec<Vec<u32>> = vec![vec![5, 3, 2], vec![4], vec![5, 1], vec![5]];
-        let flat: Vec<u32> = stacks.iter().flatten().copied().collect();
-        let ends: Vec<usize> = stacks
-            .iter()
-            .scan(0, |n, s| {
-                *n += s.len();
-                Some(*n)
-            })
-            .collect();
+        let (flat, ends) = flat(&stacks);
         let built = build(&flat, &ends);
         assert_eq!(rows, built.rows);
         assert_eq!(
@@ -133,14 +139,7 @@ mod tests {
             vec![],
             vec![1, 2],
         ];
-        let frames: Vec<u32> = stacks.iter().flatten().copied().collect();
-        let ends: Vec<usize> = stacks
-            .iter()
-            .scan(0, |n, s| {
-                *n += s.len();
-                Some(*n)
-            })
-            .collect();
+        let (frames, ends) = flat(&stacks);
         let Built { rows, nodes } = build(&frames, &ends);
         let mut read = Nodes::new();
         let mut path = Vec::new();
