@@ -54,9 +54,12 @@ pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"MTSTACKS");
 ///
 /// Stack `id` is entry `id % (1 << chunk_bits)` of the chunk whose address is
 /// the 8-byte word `id >> chunk_bits` of the directory at `dir`. An entry is
-/// `entry_size` bytes; at `frames_offset` it holds the address of its frames
-/// (8-byte return addresses, leaf first) and at `len_offset` their number
-/// (4 bytes). Ids below the 4-byte count at `count` are complete: the
+/// `entry_size` bytes; at `frames_offset` it holds the address of its own
+/// frames (8-byte return addresses, leaf first) and at `len_offset` their
+/// number (4 bytes). A stack's outer frames may be another's, stored before
+/// it and not repeated here: every distinct frame of the table is among
+/// the entries' own (what `heapledger run` reads them for while the
+/// program runs), not every stack whole. Ids below the 4-byte count at `count` are complete: the
 /// recorder writes an entry, its frames and its chunk's address before it
 /// raises the count, and never changes them after.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
