@@ -684,6 +684,44 @@ pub trait Sink {
     }
 }
 
+/// A record of varints built in place: a tag and at most `MAX` numbers.
+struct Record {
+    b: [u8; 1 + Record::MAX * 10],
+    n: usize,
+}
+
+impl Record {
+    const MAX: usize = 32;
+
+    #[inline(always)]
+    fn new(t: Tag) -> Record {
+        let mut b = [0; 1 + Record::MAX * 10];
+        b[0] = t as u8;
+        Record { b, n: 1 }
+    }
+
+    /// Adds a number (the caller adds at most `MAX`).
+    #[inline(always)]
+    fn u(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.b[self.n] = (v as u8) | 0x80;
+            self.n += 1;
+            v >>= 7;
+        }
+        self.b[self.n] = v as u8;
+        self.n += 1;
+    }
+
+    #[inline(always)]
+    fn i(&mut self, v: i64) {
+        self.u(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.b[..self.n]
+    }
+}
+
 /// Writes records into a [`Sink`].
 pub struct Encoder<S: Sink> {
     pub sink: S,
@@ -739,32 +777,45 @@ impl<S: Sink> Encoder<S> {
     /// the frames of the previous `Stack` record (empty for the first).
     pub fn stack(&mut self, id: u64, frames: &[u64], prev: &[u64]) {
         let shared = common_suffix(frames, prev);
-        self.tag(Tag::Stack);
-        self.u(id);
-        self.u(frames.len() as u64);
-        self.u(shared as u64);
+        let mut r = Record::new(Tag::Stack);
+        r.u(id);
+        r.u(frames.len() as u64);
+        r.u(shared as u64);
         let mut last = prev.first().copied().unwrap_or(0);
-        for &f in &frames[..frames.len() - shared] {
-            self.i(f.wrapping_sub(last) as i64);
-            last = f;
+        // Put a record's worth at a time (see `stack_counters`).
+        for chunk in frames[..frames.len() - shared].chunks(Record::MAX - 3) {
+            for &f in chunk {
+                r.i(f.wrapping_sub(last) as i64);
+                last = f;
+            }
+            self.sink.put(r.bytes());
+            r.n = 0;
+        }
+        if r.n > 0 {
+            self.sink.put(r.bytes());
         }
     }
 
     pub fn stack_counters(&mut self, id: u64, c: &StackCounters) {
-        self.tag(Tag::StackStats);
-        self.u(id);
-        self.mms(&c.totals.alloc);
-        self.mms(&c.totals.free);
-        self.mms(&c.totals.lifetime);
-        self.mms(&c.totals.mmap);
-        self.mms(&c.totals.munmap);
-        self.u(c.totals.zeros);
-        self.u(c.totals.realloc_count);
-        self.i(c.totals.realloc_delta);
-        self.u(c.totals.temporary);
-        self.i(c.alive);
-        self.u(c.max_alive);
-        self.i(c.at_peak);
+        // One record of 29 numbers, built here and put at once: a
+        // checkpoint writes one per stack while the program's threads
+        // wait, and a sink's bookkeeping per number was most of it.
+        let mut r = Record::new(Tag::StackStats);
+        r.u(id);
+        let t = &c.totals;
+        for m in [&t.alloc, &t.free, &t.lifetime, &t.mmap, &t.munmap] {
+            for v in [m.count, m.min, m.max, m.sum] {
+                r.u(v);
+            }
+        }
+        r.u(t.zeros);
+        r.u(t.realloc_count);
+        r.i(t.realloc_delta);
+        r.u(t.temporary);
+        r.i(c.alive);
+        r.u(c.max_alive);
+        r.i(c.at_peak);
+        self.sink.put(r.bytes());
     }
 
     /// A [`Tag::Wait`] record: thread, kind, count, total and longest ns

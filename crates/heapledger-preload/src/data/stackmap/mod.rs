@@ -283,6 +283,22 @@ impl StackMap {
         }
     }
 
+    /// [`find`](Self::find) for ids asked in increasing order: `next` is
+    /// where the entry after the last one found lies, if in order. A thread
+    /// meets most stacks first (their ids are given in order of first use
+    /// in the process), so its entries mostly follow the ids, and reading
+    /// every stack this way touches the entries in order, not the index at
+    /// random: writing a checkpoint of half a million stacks held the
+    /// threads 120 to 280 ms with an index lookup per stack.
+    pub fn find_next(&self, id: StackId, next: &mut usize) -> Option<usize> {
+        let at = match self.vals.get(*next) {
+            Some(ps) if ps.id == id => *next,
+            _ => self.find(id)?,
+        };
+        *next = at + 1;
+        Some(at)
+    }
+
     /// Adds `id`, whose probe ended at the empty slot `i`.
     #[cold]
     fn insert(&mut self, id: StackId, i: usize) -> Option<usize> {
@@ -455,23 +471,6 @@ impl StackMap {
             }
             ps.flushed = ps.alive;
         }
-    }
-
-    /// A copy (a checkpoint's, of a thread's table: three copies of
-    /// memory, not an insert per entry); None when memory ran out.
-    pub fn try_clone(&self) -> Option<StackMap> {
-        fn copy<T: Copy>(v: &[T]) -> Option<Vec<T>> {
-            let mut out = Vec::new();
-            out.try_reserve_exact(v.len()).ok()?;
-            out.extend_from_slice(v);
-            Some(out)
-        }
-        Some(StackMap {
-            slots: copy(&self.slots)?,
-            vals: copy(&self.vals)?,
-            rare: copy(&self.rare)?,
-            recent: self.recent,
-        })
     }
 
     /// (id, position) of every entry, in order of first use.

@@ -7,9 +7,9 @@
 //! (`thread::freeze`, a few milliseconds for half a million stacks), and
 //! encoded and written after they are let go.
 
-use super::encode::{encode_snapshot, take_snapshot};
 use super::file::{describe, reserved_path, FileSink, SINK_BUF};
 use super::series::Series;
+use super::snapshot::{encode_snapshot, take_snapshot};
 use crate::base::clock;
 use crate::base::phase;
 use crate::base::sync::SpinLock;

@@ -8,7 +8,7 @@ use crate::data::counters;
 use crate::data::counters::{Full, Histogram, SizeHistogram, StackMap, PEAK_TICKS, UNRECORDED};
 use crate::data::{live, modules, stacks};
 use crate::process::unhooked;
-use crate::thread::{freeze, state};
+use crate::thread::state;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
@@ -93,73 +93,18 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
     rest(e, g, &leaks, &totals, start_ticks, true);
 }
 
-/// What a checkpoint takes while the threads are held out of their hooks
-/// (`take_snapshot`), to write after they are let go (`encode_snapshot`).
-pub(super) struct Snapshot {
-    /// A copy of the largest table, beside `g.merged` (the others').
-    base: Option<StackMap>,
-    g: Gathered,
-    leaks: Vec<(u64, u64)>,
-    totals: Totals,
-}
-
 /// The process's numbers beside the stacks' (see `Globals`).
-struct Totals {
-    epoch: u64,
-    peak_ticks: u64,
-    alive_total: u64,
-    max_threads: u64,
-    unrecorded: u64,
-}
-
-/// A copy of every counter of the process, taken with the threads held out
-/// of their hooks (`thread::freeze`); None where they could not be held
-/// within `limit_ns`.
-pub(super) fn take_snapshot(limit_ns: u64) -> Option<Snapshot> {
-    freeze::with_states_frozen(limit_ns, |states, max_threads| {
-        let epoch = counters::peak();
-        let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
-        let copy = base.and_then(|i| states[i].stacks.try_clone());
-        // (Without memory for the copy, the largest is merged as the rest.)
-        let g = gather(states, epoch, base.filter(|_| copy.is_some()));
-        let (leaks, alive_total) = leaks();
-        Snapshot {
-            base: copy,
-            g,
-            leaks,
-            totals: Totals {
-                epoch,
-                peak_ticks: PEAK_TICKS.load(Ordering::Relaxed),
-                alive_total,
-                max_threads,
-                unrecorded: UNRECORDED.load(Ordering::Relaxed),
-            },
-        }
-    })
-}
-
-/// A checkpoint's dump: the final dump's records, from `snap`, with
-/// `Tag::Checkpoint` after the header.
-pub(super) fn encode_snapshot(
-    e: &mut Encoder<FileSink>,
-    snap: Snapshot,
-    ckpt: Checkpoint,
-    label: Option<&str>,
-    see: &mut dyn FnMut(u32, &StackCounters),
-) {
-    let start_ticks = preamble(e, ckpt.ticks, Some(ckpt));
-    if let Some(label) = label {
-        e.tag(Tag::Snapshot);
-        e.bytes(label.as_bytes());
-    }
-    let maps = [snap.base.as_ref(), Some(&snap.g.merged)];
-    write_stacks(e, &maps, snap.totals.epoch, see);
-    rest(e, snap.g, &snap.leaks, &snap.totals, start_ticks, false);
+pub(super) struct Totals {
+    pub(super) epoch: u64,
+    pub(super) peak_ticks: u64,
+    pub(super) alive_total: u64,
+    pub(super) max_threads: u64,
+    pub(super) unrecorded: u64,
 }
 
 /// The header (with `ckpt` after it, for a checkpoint), the modules, the
 /// maps and the allocator functions found elsewhere; the start ticks.
-fn preamble(e: &mut Encoder<FileSink>, end_ticks: u64, ckpt: Option<Checkpoint>) -> u64 {
+pub(super) fn preamble(e: &mut Encoder<FileSink>, end_ticks: u64, ckpt: Option<Checkpoint>) -> u64 {
     let cfg = config::get();
     let end_ns = now_ns();
     let start_ticks = phase::START_TICKS.load(Ordering::Relaxed);
@@ -223,7 +168,7 @@ fn preamble(e: &mut Encoder<FileSink>, end_ticks: u64, ckpt: Option<Checkpoint>)
 
 /// Blocks still alive, grouped by stack (count, bytes; empty without
 /// memory for them), and their bytes in all.
-fn leaks() -> (Vec<(u64, u64)>, u64) {
+pub(super) fn leaks() -> (Vec<(u64, u64)>, u64) {
     let n = stacks::count() as usize;
     let mut leaks: Vec<(u64, u64)> = Vec::new();
     if leaks.try_reserve_exact(n).is_ok() {
@@ -242,7 +187,7 @@ fn leaks() -> (Vec<(u64, u64)>, u64) {
 
 /// Threads, histograms, leaks, what the dump says of the process, its
 /// totals, and the end.
-fn rest(
+pub(super) fn rest(
     e: &mut Encoder<FileSink>,
     g: Gathered,
     leaks: &[(u64, u64)],
@@ -485,27 +430,44 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
     g
 }
 
-/// Writes every stack with counters, its counters summed over `maps`, in
-/// order of id but the empty stack's, which comes last: its share at the
-/// peak is the peak less every other stack's (its blocks do not track it,
-/// see `hooks::alloc::stackless`), and its highest bytes alive at least
-/// that share and what it holds now (with `--stack none`, the peak). Each
-/// stack is written against the one before (they share outer frames).
-/// `see` is shown each stack's counters as written (the checkpoint series).
+/// Writes every stack with counters (see [`each_stack`]), each against the
+/// one before (they share outer frames). `see` is shown each stack's
+/// counters as written.
 pub(super) fn write_stacks(
     e: &mut Encoder<FileSink>,
-    maps: &[Option<&StackMap>],
+    maps: &[Option<&StackMap>; 2],
     epoch: u64,
     see: &mut dyn FnMut(u32, &StackCounters),
 ) {
     // This stack's frames and the one's before it, each as one slice.
     let (mut cur, mut prev): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    each_stack(maps, epoch, &mut |id, c| {
+        stacks::frames(stacks::entry(id)).copy_to(&mut cur);
+        e.stack(id as u64, &cur, &prev);
+        core::mem::swap(&mut cur, &mut prev);
+        e.stack_counters(id as u64, c);
+        see(id, c);
+    });
+}
+
+/// Every stack with counters, its counters summed over `maps`, in order of
+/// id but the empty stack's, which comes last: its share at the peak is
+/// the peak less every other stack's (its blocks do not track it, see
+/// `hooks::alloc::stackless`), and its highest bytes alive at least that
+/// share and what it holds now (with `--stack none`, the peak).
+pub(super) fn each_stack(
+    maps: &[Option<&StackMap>; 2],
+    epoch: u64,
+    f: &mut dyn FnMut(u32, &StackCounters),
+) {
     let mut others: i64 = 0;
     let mut empty: Option<Full> = None;
+    let mut next = [0; 2];
     for id in 0..stacks::count() {
         let mut sum: Option<Full> = None;
-        for m in maps.iter().flatten() {
-            if let Some(at) = m.find(id) {
+        for (m, next) in maps.iter().zip(next.iter_mut()) {
+            let Some(m) = m else { continue };
+            if let Some(at) = m.find_next(id, next) {
                 let f = m.full(at);
                 match sum.as_mut() {
                     None => sum = Some(f),
@@ -523,19 +485,12 @@ pub(super) fn write_stacks(
         }
         let c = m.wire_counters(id, epoch);
         others = others.saturating_add(c.at_peak);
-        stacks::frames(stacks::entry(id)).copy_to(&mut cur);
-        e.stack(id as u64, &cur, &prev);
-        core::mem::swap(&mut cur, &mut prev);
-        e.stack_counters(id as u64, &c);
-        see(id, &c);
+        f(id, &c);
     }
     if let Some(m) = empty {
         let mut c = m.wire_counters(0, epoch);
         c.at_peak = (epoch as i64).saturating_sub(others).max(0);
         c.max_alive = c.max_alive.max(c.at_peak as u64).max(c.alive.max(0) as u64);
-        stacks::frames(stacks::entry(0)).copy_to(&mut cur);
-        e.stack(0, &cur, &prev);
-        e.stack_counters(0, &c);
-        see(0, &c);
+        f(0, &c);
     }
 }

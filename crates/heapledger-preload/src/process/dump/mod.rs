@@ -18,6 +18,7 @@ use encode::encode;
 mod file;
 mod per_thread;
 mod series;
+mod snapshot;
 
 pub use ckpt::{open_high_read, write_checkpoint, write_snapshot, CKPT};
 pub use file::{forget, reserve};

@@ -15,7 +15,7 @@
 //! Guarded by `CKPT` (the checkpoint's lock), which the fork takes: the
 //! child forgets what was seen (it counts from the fork), as a reset does.
 
-use super::file::FileSink;
+use super::file::{Bytes, FileSink};
 use alloc::vec::Vec;
 use heapledger_wire::{Encoder, Sink, StackCounters, SERIES_MAGIC, SERIES_SUFFIX};
 
@@ -44,10 +44,7 @@ impl Series {
             self.seen.resize(stacks, 0);
         }
         let mut e = Encoder {
-            sink: Buf {
-                bytes: Vec::new(),
-                failed: false,
-            },
+            sink: Bytes::with_room(0),
         };
         e.sink.put(&SERIES_MAGIC);
         e.sink.put(&[0; 4]);
@@ -66,7 +63,7 @@ impl Series {
 /// [`Record::append`].
 pub(super) struct Record<'a> {
     seen: &'a mut Vec<u32>,
-    e: Encoder<Buf>,
+    e: Encoder<Bytes>,
     prev: i64,
     /// (id, its count) of the stacks written, set in `seen` once the record
     /// is.
@@ -139,22 +136,5 @@ impl Record<'_> {
             seen[id as usize] = key;
         }
         true
-    }
-}
-
-/// The record's bytes, in the recorder's memory; `failed` once memory ran
-/// out (the record is then dropped).
-struct Buf {
-    bytes: Vec<u8>,
-    failed: bool,
-}
-
-impl Sink for Buf {
-    fn put(&mut self, b: &[u8]) {
-        if self.failed || self.bytes.try_reserve(b.len()).is_err() {
-            self.failed = true;
-            return;
-        }
-        self.bytes.extend_from_slice(b);
     }
 }
