@@ -38,16 +38,45 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
 /// Encodes `rows` rows of `columns` values (given column by column: value
 /// `r` of column `c` is `data[c * rows + r]`) and compresses them.
 pub fn encode_columns(data: &[u64], columns: usize) -> Result<Vec<u8>, StoreError> {
-    let mut raw = Vec::with_capacity(data.len() * 2 + 8);
-    put(&mut raw, columns as u64);
-    put(
-        &mut raw,
-        data.len().checked_div(columns).unwrap_or(0) as u64,
-    );
-    for &v in data {
-        put(&mut raw, v);
-    }
-    zstd::bulk::compress(&raw, LEVEL).map_err(|e| StoreError::Io(e.to_string()))
+    let io = |e: std::io::Error| StoreError::Io(e.to_string());
+    CODEC.with(|c| {
+        let mut c = c.borrow_mut();
+        let Codec { compressor, raw } = &mut *c;
+        raw.clear();
+        raw.reserve(data.len() * 2 + 8);
+        put(raw, columns as u64);
+        put(raw, data.len().checked_div(columns).unwrap_or(0) as u64);
+        for &v in data {
+            put(raw, v);
+        }
+        if compressor.is_none() {
+            *compressor = Some(zstd::bulk::Compressor::new(LEVEL).map_err(io)?);
+        }
+        compressor
+            .as_mut()
+            .map_or(Ok(Vec::new()), |z| z.compress(raw).map_err(io))
+    })
+}
+
+/// A thread's compression context and buffer, kept from block to block:
+/// zstd's context is a few MB, and each block took and gave back its own
+/// (and the raw bytes' buffer, up to 4 MB): 80 000 page faults of the
+/// profile's writing, of Python compiling its library, where large blocks
+/// come from the system and go back to it.
+struct Codec {
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+    raw: Vec<u8>,
+}
+
+thread_local! {
+    static CODEC: std::cell::RefCell<Codec> = const {
+        std::cell::RefCell::new(Codec {
+            compressor: None,
+            raw: Vec::new(),
+        })
+    };
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Decodes a block written by [`encode_columns`] with `columns` columns,
@@ -60,7 +89,16 @@ pub fn decode_columns(blob: &[u8], columns: usize, rows: usize) -> Result<Vec<u6
         return Err(bad("is larger than any block"));
     }
     let limit = 20 + rows * columns * 10;
-    let raw = zstd::bulk::decompress(blob, limit).map_err(|_| bad("does not decompress"))?;
+    let raw = DECOMPRESSOR
+        .with(|d| {
+            let mut d = d.borrow_mut();
+            if d.is_none() {
+                *d = zstd::bulk::Decompressor::new().ok();
+            }
+            d.as_mut().map(|d| d.decompress(blob, limit))
+        })
+        .unwrap_or_else(|| zstd::bulk::decompress(blob, limit))
+        .map_err(|_| bad("does not decompress"))?;
     let mut at = 0;
     let mut get = || -> Result<u64, StoreError> {
         let mut v: u64 = 0;

@@ -18,9 +18,15 @@ pub struct Built {
     pub nodes: Vec<u32>,
 }
 
+/// A frame's id: 16 bits where a dump's distinct addresses allow (half the
+/// memory of every stack's frames), else 32.
+pub trait FrameId: Copy + Eq + Into<u64> {}
+impl FrameId for u16 {}
+impl FrameId for u32 {}
+
 /// Builds the tree of stacks given as frame ids, outermost first: stack
 /// `i` is `frames[ends[i - 1]..ends[i]]`.
-pub fn build(frames: &[u32], ends: &[usize]) -> Built {
+pub fn build<F: FrameId>(frames: &[F], ends: &[usize]) -> Built {
     let mut rows = Vec::new();
     let nodes = build_each(frames, ends, |up, _, f| rows.push((up as u32, f)));
     Built { rows, nodes }
@@ -29,16 +35,20 @@ pub fn build(frames: &[u32], ends: &[usize]) -> Built {
 /// [`build`], each node given to `node` as it is numbered (1, 2, ...):
 /// levels up from the node before to its parent, its parent, its frame;
 /// returns each stack's node.
-pub fn build_each(frames: &[u32], ends: &[usize], mut node: impl FnMut(u64, u32, u32)) -> Vec<u32> {
+pub fn build_each<F: FrameId>(
+    frames: &[F],
+    ends: &[usize],
+    mut node: impl FnMut(u64, u32, u32),
+) -> Vec<u32> {
     let stack = |i: usize| &frames[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
     let mut order: Vec<u32> = (0..ends.len() as u32).collect();
     // Bits a frame takes in a sort key (one more value than the largest
     // id: 0 is past a stack's end): the fewer, the more frames a key holds
     // and the fewer passes over the stacks (each a cache miss a stack).
-    let top = frames.iter().copied().max().unwrap_or(0);
-    let bits = if top < u8::MAX as u32 {
+    let top = frames.iter().map(|&f| f.into()).max().unwrap_or(0);
+    let bits = if top < u8::MAX as u64 {
         8
-    } else if top < u16::MAX as u32 {
+    } else if top < u16::MAX as u64 {
         16
     } else {
         32
@@ -48,7 +58,7 @@ pub fn build_each(frames: &[u32], ends: &[usize], mut node: impl FnMut(u64, u32,
     let mut numbered = 0u32;
     // The nodes of the stack before, outermost first.
     let mut path: Vec<u32> = Vec::new();
-    let mut prev: &[u32] = &[];
+    let mut prev: &[F] = &[];
     for (k, &i) in order.iter().enumerate() {
         // The stacks come in no order of the memory they lie in: a read of
         // one a few places ahead starts its cache miss while this one is
@@ -64,7 +74,7 @@ pub fn build_each(frames: &[u32], ends: &[usize], mut node: impl FnMut(u64, u32,
             path.truncate(shared);
             for &f in &s[shared..] {
                 numbered += 1;
-                node(up, path.last().copied().unwrap_or(ROOT), f);
+                node(up, path.last().copied().unwrap_or(ROOT), f.into() as u32);
                 up = 0;
                 path.push(numbered);
             }
@@ -82,10 +92,10 @@ pub fn build_each(frames: &[u32], ends: &[usize], mut node: impl FnMut(u64, u32,
 /// run of equal keys by the frames after them. Each stack is read a few
 /// frames at a time, in order: sorting a million stacks by comparing them
 /// whole missed the cache on every comparison (1 s).
-fn sort_from<'a>(
+fn sort_from<'a, F: FrameId + 'a>(
     order: &mut [u32],
     depth: usize,
-    stack: &impl Fn(usize) -> &'a [u32],
+    stack: &impl Fn(usize) -> &'a [F],
     bits: u32,
     keys: &mut Vec<(u64, u32)>,
 ) {
@@ -97,7 +107,7 @@ fn sort_from<'a>(
         let s = stack(i as usize);
         let mut k = 0u64;
         for j in 0..per {
-            let f = s.get(depth + j).map_or(0, |&f| u64::from(f) + 1);
+            let f = s.get(depth + j).map_or(0, |&f| f.into() + 1);
             k = (k << bits) | f;
         }
         (k, i)

@@ -38,7 +38,11 @@ impl FrameTree {
     /// ([`crate::prefix::build`]), not by looking each frame up: ten
     /// million frames looked up in a hash table of their nodes took 2.5 s
     /// on this machine (a cache miss each), sorted 0.3 s.
-    pub fn build(ids: &[u32], ends: &[usize], frames: &[u64]) -> (FrameTree, Vec<u32>) {
+    pub fn build<F: crate::prefix::FrameId>(
+        ids: &[F],
+        ends: &[usize],
+        frames: &[u64],
+    ) -> (FrameTree, Vec<u32>) {
         let mut t = FrameTree::default();
         let nodes = crate::prefix::build_each(ids, ends, |_, parent, f| {
             t.parent.push(parent);
@@ -163,7 +167,7 @@ mod tests {
     fn equal_paths_share_their_nodes() {
         // Stacks (outermost first): [10, 20], [10, 30], [10, 20], [40].
         let frames = [10, 20, 30, 40];
-        let ids = [0, 1, 0, 2, 0, 1, 3];
+        let ids: [u32; 7] = [0, 1, 0, 2, 0, 1, 3];
         let (t, nodes) = FrameTree::build(&ids, &[2, 4, 6, 7], &frames);
         assert_eq!(nodes[0], nodes[2]);
         assert_eq!(t.len(), 5);
