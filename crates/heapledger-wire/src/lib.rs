@@ -47,21 +47,25 @@ pub const ENV_OPTS: &str = "HEAPLEDGER_OPTS";
 /// `process_vm_readv`) and symbolize them then, not after the program ended.
 pub const REGISTRY_SYMBOL: &str = "heapledger_stack_registry";
 
-/// First field of a [`StackRegistry`].
-pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"MTSTACKS");
+/// First field of a [`StackRegistry`] (its layout with frame ids).
+pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"MTSTACK2");
 
 /// The recorder's stack table, described for a reader in another process.
 ///
 /// Stack `id` is entry `id % (1 << chunk_bits)` of the chunk whose address is
 /// the 8-byte word `id >> chunk_bits` of the directory at `dir`. An entry is
-/// `entry_size` bytes; at `frames_offset` it holds the address of its own
-/// frames (8-byte return addresses, leaf first) and at `len_offset` their
-/// number (4 bytes). A stack's outer frames may be another's, stored before
-/// it and not repeated here: every distinct frame of the table is among
-/// the entries' own (what `heapledger run` reads them for while the
-/// program runs), not every stack whole. Ids below the 4-byte count at `count` are complete: the
-/// recorder writes an entry, its frames and its chunk's address before it
-/// raises the count, and never changes them after.
+/// `entry_size` bytes; at `len_offset` it holds the number of its own
+/// frames (4 bytes), kept as 4-byte ids of distinct return addresses at
+/// `frames_offset`. A stack's outer frames may be another's, stored before
+/// it and not repeated. Ids below the 4-byte count at `count` are
+/// complete: the recorder writes an entry, its frames and its chunk's
+/// address before it raises the count, and never changes them after.
+///
+/// The distinct addresses (what `heapledger run` reads while the program
+/// runs, to symbolize them then) are a second table: address `i` is word
+/// `i % (1 << addr_chunk_bits)` of the chunk whose address is the 8-byte
+/// word `i >> addr_chunk_bits` of the directory at `addr_dir`, for `i`
+/// below the 4-byte count at `addr_count`, written in the same order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StackRegistry {
     pub magic: u64,
@@ -72,12 +76,16 @@ pub struct StackRegistry {
     pub entry_size: u32,
     pub frames_offset: u32,
     pub len_offset: u32,
+    pub addr_chunk_bits: u32,
+    pub addr_dir: u64,
+    pub addr_count: u64,
+    pub addr_max_chunks: u32,
 }
 
 impl StackRegistry {
     /// Size of the exported structure: the fields above in order, native
     /// (little-endian) layout, padded to 8 bytes.
-    pub const SIZE: usize = 48;
+    pub const SIZE: usize = 72;
 
     /// Reads a registry from its bytes; `None` if it is not one.
     pub fn parse(b: &[u8; Self::SIZE]) -> Option<StackRegistry> {
@@ -92,11 +100,16 @@ impl StackRegistry {
             entry_size: u32_at(32),
             frames_offset: u32_at(36),
             len_offset: u32_at(40),
+            addr_chunk_bits: u32_at(44),
+            addr_dir: u64_at(48),
+            addr_count: u64_at(56),
+            addr_max_chunks: u32_at(64),
         };
         let sane = r.magic == REGISTRY_MAGIC
             && r.chunk_bits < 32
+            && r.addr_chunk_bits < 32
             && r.frames_offset
-                .checked_add(8)
+                .checked_add(4)
                 .is_some_and(|e| e <= r.entry_size)
             && r.len_offset
                 .checked_add(4)
@@ -1022,7 +1035,7 @@ mod tests {
         assert_eq!((r.frames_offset, r.len_offset), (8, 16));
         assert_eq!(StackRegistry::parse(&bytes(0, 40, 8)), None);
         // Fields that would lie outside an entry.
-        assert_eq!(StackRegistry::parse(&bytes(REGISTRY_MAGIC, 40, 36)), None);
+        assert_eq!(StackRegistry::parse(&bytes(REGISTRY_MAGIC, 40, 37)), None);
         assert_eq!(StackRegistry::parse(&bytes(REGISTRY_MAGIC, 16, 8)), None);
     }
 }

@@ -3,10 +3,11 @@
 //! Symbolizing a profile is mostly parsing the debug information of the code
 //! its stacks pass through, and `heapledger run` would otherwise do all of it
 //! after the program ended, while the user waits. The recorder exports where
-//! its table of distinct stacks lies (`heapledger_wire::StackRegistry`); this
-//! module reads the stacks published since its last look with
-//! `process_vm_readv`, so that the symbolizing thread can look their
-//! addresses up while the program still runs.
+//! its table of distinct stacks and their distinct frame addresses lie
+//! (`heapledger_wire::StackRegistry`); this module reads the stacks and
+//! addresses published since its last look with `process_vm_readv`, so
+//! that the symbolizing thread can look the addresses up while the
+//! program still runs.
 //!
 //! Reading another process's memory is allowed here because the program is
 //! heapledger's own child (the kernel applies the ptrace check). When anything
@@ -25,9 +26,6 @@ type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 /// limit is at most 4096).
 const MAX_FRAMES: u64 = 4096;
 
-/// Remote pieces per `process_vm_readv` call (the kernel takes up to 1024).
-const IOVECS: usize = 512;
-
 /// The stack table of one program image (an `exec` starts a new one).
 pub struct LiveStacks {
     pid: libc::pid_t,
@@ -38,6 +36,9 @@ pub struct LiveStacks {
     seen: u32,
     /// Chunk addresses read so far.
     chunks: Vec<u64>,
+    /// The address table's chunks, and its addresses read so far.
+    addr_chunks: Vec<u64>,
+    addrs_seen: u32,
     /// Lookup addresses (return address minus one) already handed out.
     addrs: HashSet<u64>,
     /// Frames of the stacks read so far.
@@ -68,6 +69,8 @@ impl LiveStacks {
             registry,
             seen: 0,
             chunks: Vec::new(),
+            addr_chunks: Vec::new(),
+            addrs_seen: 0,
             addrs: HashSet::default(),
             frames: 0,
         })
@@ -86,27 +89,16 @@ impl LiveStacks {
     }
 
     /// Lookup addresses of the stacks published since the last call, each
-    /// address once per image; `None` if the table cannot be read.
+    /// address once per image; `None` if the tables cannot be read.
     pub fn new_addresses(&mut self) -> Option<Vec<u64>> {
         let r = self.registry;
-        let mut count = [0u8; 4];
-        if !read(self.pid, &mut [(r.count, &mut count[..])]) {
-            return None;
-        }
-        let limit = (u64::from(r.max_chunks) << r.chunk_bits).min(u64::from(u32::MAX)) as u32;
-        let count = u32::from_le_bytes(count).min(limit);
+        let count = read_count(self.pid, r.count, r.max_chunks, r.chunk_bits)?;
         let per_chunk = 1u32 << r.chunk_bits;
-        let mut out = Vec::new();
+        // The stacks' own frames, counted (what building the profile will
+        // take: see `crate::prefault`).
         while self.seen < count {
             let chunk_no = (self.seen >> r.chunk_bits) as usize;
-            while self.chunks.len() <= chunk_no {
-                let mut p = [0u8; 8];
-                let at = r.dir + 8 * self.chunks.len() as u64;
-                if !read(self.pid, &mut [(at, &mut p[..])]) || p == [0; 8] {
-                    return None;
-                }
-                self.chunks.push(u64::from_le_bytes(p));
-            }
+            read_dir(self.pid, r.dir, chunk_no, &mut self.chunks)?;
             let first = self.seen % per_chunk;
             let n = (count - self.seen).min(per_chunk - first);
             let size = r.entry_size as usize;
@@ -115,45 +107,64 @@ impl LiveStacks {
             if !read(self.pid, &mut [(at, &mut entries[..])]) {
                 return None;
             }
-            let stacks: Vec<(u64, u64)> = entries
-                .chunks_exact(size)
-                .map(|e| {
-                    let f = r.frames_offset as usize;
-                    let l = r.len_offset as usize;
-                    let frames = u64::from_le_bytes(e[f..f + 8].try_into().unwrap_or([0; 8]));
-                    let len = u32::from_le_bytes(e[l..l + 4].try_into().unwrap_or([0; 4]));
-                    (frames, u64::from(len))
-                })
-                .filter(|&(frames, len)| frames != 0 && len > 0)
-                .collect();
-            if stacks.iter().any(|&(_, len)| len > MAX_FRAMES) {
-                return None;
-            }
-            for group in stacks.chunks(IOVECS) {
-                let total: u64 = group.iter().map(|s| s.1).sum();
-                let mut bytes: Vec<u8> = vec![0; total as usize * 8];
-                let mut pieces = Vec::with_capacity(group.len());
-                let mut rest = &mut bytes[..];
-                for &(frames, len) in group {
-                    let (piece, tail) = rest.split_at_mut(len as usize * 8);
-                    pieces.push((frames, piece));
-                    rest = tail;
-                }
-                if !read(self.pid, &mut pieces) {
+            let l = r.len_offset as usize;
+            for e in entries.chunks_exact(size) {
+                let len = u32::from_le_bytes(e[l..l + 4].try_into().unwrap_or([0; 4]));
+                if u64::from(len) > MAX_FRAMES {
                     return None;
                 }
-                self.frames += total;
-                out.extend(
-                    bytes
-                        .chunks_exact(8)
-                        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])).wrapping_sub(1))
-                        .filter(|&a| self.addrs.insert(a)),
-                );
+                self.frames += u64::from(len);
             }
             self.seen += n;
         }
+        // The distinct addresses written since the last look.
+        let addrs = read_count(self.pid, r.addr_count, r.addr_max_chunks, r.addr_chunk_bits)?;
+        let per_chunk = 1u32 << r.addr_chunk_bits;
+        let mut out = Vec::new();
+        while self.addrs_seen < addrs {
+            let chunk_no = (self.addrs_seen >> r.addr_chunk_bits) as usize;
+            read_dir(self.pid, r.addr_dir, chunk_no, &mut self.addr_chunks)?;
+            let first = self.addrs_seen % per_chunk;
+            let n = (addrs - self.addrs_seen).min(per_chunk - first);
+            let mut bytes = vec![0u8; n as usize * 8];
+            let at = self.addr_chunks[chunk_no] + u64::from(first) * 8;
+            if !read(self.pid, &mut [(at, &mut bytes[..])]) {
+                return None;
+            }
+            out.extend(
+                bytes
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])).wrapping_sub(1))
+                    .filter(|&a| self.addrs.insert(a)),
+            );
+            self.addrs_seen += n;
+        }
         Some(out)
     }
+}
+
+/// A table's 4-byte count at `at`, at most what its directory can hold.
+fn read_count(pid: libc::pid_t, at: u64, max_chunks: u32, chunk_bits: u32) -> Option<u32> {
+    let mut count = [0u8; 4];
+    if !read(pid, &mut [(at, &mut count[..])]) {
+        return None;
+    }
+    let limit = (u64::from(max_chunks) << chunk_bits).min(u64::from(u32::MAX)) as u32;
+    Some(u32::from_le_bytes(count).min(limit))
+}
+
+/// Makes sure `chunks` holds the directory at `dir` up to chunk `no`
+/// (published chunks are never moved).
+fn read_dir(pid: libc::pid_t, dir: u64, no: usize, chunks: &mut Vec<u64>) -> Option<()> {
+    while chunks.len() <= no {
+        let mut p = [0u8; 8];
+        let at = dir + 8 * chunks.len() as u64;
+        if !read(pid, &mut [(at, &mut p[..])]) || p == [0; 8] {
+            return None;
+        }
+        chunks.push(u64::from_le_bytes(p));
+    }
+    Some(())
 }
 
 /// Fills each buffer from the memory of `pid` at its address; false unless
