@@ -189,9 +189,16 @@ pub fn to_compact_profile(
         for n in 1..tree.len() {
             on_path[n] = on_path[tree.parent[n] as usize] || is_own(tree.frame[n]);
         }
-        let mut index: HashMap<(u32, u64), u32> = (1..n_dump)
-            .map(|n| ((parent_of(n), frame_of(n)), n))
-            .collect();
+        // A node's child by frame: the dump's nodes through lists of
+        // siblings (8 bytes a node; a map of every node by parent and
+        // frame took 100 MB for Python compiling its library, whose few
+        // stacks through `dlopen` made it), the added ones through a map.
+        let (mut first, mut next) = (vec![0u32; tree.len()], vec![0u32; tree.len()]);
+        for n in (1..n_dump).rev() {
+            next[n as usize] = first[parent_of(n) as usize];
+            first[parent_of(n) as usize] = n;
+        }
+        let mut index: HashMap<(u32, u64), u32> = HashMap::default();
         let mut frames = Vec::new();
         for (i, &k) in kept.iter().enumerate() {
             if !on_path[k as usize] {
@@ -200,10 +207,17 @@ pub fn to_compact_profile(
             tree.frames(k, &mut frames);
             let mut n = ROOT;
             for &f in frames.iter().rev().filter(|&&f| !is_own(f)) {
-                n = *index.entry((n, f)).or_insert_with(|| {
-                    added.push((n, f));
-                    n_dump + added.len() as u32 - 1
-                });
+                let mut c = if n < n_dump { first[n as usize] } else { 0 };
+                while c != 0 && frame_of(c) != f {
+                    c = next[c as usize];
+                }
+                n = match c {
+                    0 => *index.entry((n, f)).or_insert_with(|| {
+                        added.push((n, f));
+                        n_dump + added.len() as u32 - 1
+                    }),
+                    c => c,
+                };
             }
             rebuilt.insert(i, n);
         }
