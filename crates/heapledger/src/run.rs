@@ -549,6 +549,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     }
     let child_dir = (as_json && n_children > 0).then_some(child_dir);
     let (profiles, job) = converting.wait()?;
+    crate::prefault::release_free();
     let Some(profile) = profiles.first() else {
         bail!("internal error: no profile was built");
     };
