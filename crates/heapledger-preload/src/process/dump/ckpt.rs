@@ -72,6 +72,26 @@ pub fn open_high_read(path: &core::ffi::CStr) -> Option<i32> {
 }
 
 /// `fd`, or a duplicate of it above the program's numbers (`fd` closed).
+/// A file to write and read back, unlinked at once (nothing is left behind,
+/// whatever ends the process), its descriptor moved high.
+fn scratch_file(path: &[u8]) -> Result<i32, i32> {
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr() as *const _,
+            libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        // SAFETY: errno's location is valid.
+        return Err(unsafe { *libc::__errno_location() });
+    }
+    // SAFETY: a NUL-terminated path.
+    unsafe { libc::unlink(path.as_ptr() as *const _) };
+    Ok(move_high(fd))
+}
+
 pub(super) fn move_high(fd: i32) -> i32 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -117,7 +137,19 @@ fn write(limit_ns: u64, label: Option<&str>) -> Option<u64> {
         return None;
     }
     let path = reserved_path()?;
-    let snap = take_snapshot(limit_ns)?;
+    let stats = match scratch_file(&c_path(&alloc::format!("{path}.stats.tmp"))) {
+        Ok(fd) => fd,
+        Err(err) => {
+            say_once(&path, err);
+            return None;
+        }
+    };
+    let snap = take_snapshot(limit_ns, stats);
+    let Some(snap) = snap else {
+        // SAFETY: a descriptor of ours.
+        unsafe { libc::close(stats) };
+        return None;
+    };
     let ckpt = Checkpoint {
         seq: last.last + 1,
         ticks: clock::ticks(),
@@ -142,11 +174,16 @@ fn write(limit_ns: u64, label: Option<&str>) -> Option<u64> {
     let mut record = last
         .series
         .record(ckpt.seq, ckpt.ticks, stacks::count() as usize);
-    encode_snapshot(&mut e, snap, ckpt, label, &mut |id, c| {
+    let read_back = encode_snapshot(&mut e, snap, ckpt, label, &mut |id, c| {
         if let Some(r) = record.as_mut() {
             r.see(id, c)
         }
     });
+    // SAFETY: a descriptor of ours.
+    unsafe { libc::close(stats) };
+    if !read_back && e.sink.err == 0 {
+        e.sink.err = libc::EIO;
+    }
     e.sink.flush();
     // SAFETY: fd is ours.
     unsafe { libc::close(fd) };

@@ -2,7 +2,7 @@
 //! out of their hooks, and how it is written after they are let go.
 
 use super::encode::{each_stack, gather, leaks, preamble, rest, Gathered, Totals};
-use super::file::{Bytes, FileSink};
+use super::file::{FileSink, SINK_BUF};
 use crate::data::counters::{self, StackMap, PEAK_TICKS, UNRECORDED};
 use crate::data::stacks;
 use crate::thread::freeze;
@@ -14,8 +14,9 @@ use heapledger_wire::{Checkpoint, Encoder, Sink, StackCounters, Tag};
 /// (`take_snapshot`), to write after they are let go (`encode_snapshot`).
 pub(super) struct Snapshot {
     /// Every stack's counters, summed over the threads and encoded as the
-    /// dump's `StackStats` records, in the order they are written.
-    stats: Vec<u8>,
+    /// dump's `StackStats` records, in the order they are written, in a
+    /// file of their own (see [`take_snapshot`]).
+    stats: i32,
     g: Gathered,
     leaks: Vec<(u64, u64)>,
     totals: Totals,
@@ -23,30 +24,37 @@ pub(super) struct Snapshot {
 
 /// Every counter of the process, taken with the threads held out of their
 /// hooks (`thread::freeze`); None where they could not be held within
-/// `limit_ns`, or memory for it ran out.
+/// `limit_ns`, or the stacks' counters could not be written.
 ///
 /// The stacks' counters are encoded while the threads are held, as the
-/// dump will hold them: about 40 bytes a stack. A copy of the largest
-/// table (112 bytes a stack and its index), encoded after the threads
-/// were let go, was the recorder's largest block: Python compiling its
-/// library (405 000 stacks) held 232 MB at most, 184 MB at its end.
-pub(super) fn take_snapshot(limit_ns: u64) -> Option<Snapshot> {
+/// dump will hold them (about 40 bytes a stack), into `stats`, a file
+/// already unlinked (it leaves nothing behind, whatever ends the process)
+/// in the dumps' folder. A copy of the largest table (112 bytes a stack and
+/// its index), encoded after the threads were let go, was the recorder's
+/// largest block: Python compiling its library (405 000 stacks) held 232 MB
+/// at most, 184 MB at its end; the encoded counters in memory still took
+/// 18 to 27 MB of 443 000 stacks at each checkpoint.
+pub(super) fn take_snapshot(limit_ns: u64, stats: i32) -> Option<Snapshot> {
+    let mut out = Encoder {
+        sink: FileSink {
+            fd: stats,
+            buf: Vec::new(),
+            err: 0,
+        },
+    };
+    out.sink.buf.try_reserve_exact(SINK_BUF).ok()?;
     freeze::with_states_frozen(limit_ns, |states, max_threads| {
         let epoch = counters::peak();
         let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
         let mut g = gather(states, epoch, base);
-        let mut stats = Encoder {
-            sink: Bytes::with_room(stacks::count() as usize * STATS_GUESS),
-        };
         let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
-        each_stack(&maps, epoch, &mut |id, c| {
-            stats.stack_counters(id as u64, c)
-        });
+        each_stack(&maps, epoch, &mut |id, c| out.stack_counters(id as u64, c));
+        out.sink.flush();
         // The other threads' merged counters are in `stats` now.
         g.merged = StackMap::new();
         let (leaks, alive_total) = leaks();
-        (!stats.sink.failed).then(|| Snapshot {
-            stats: stats.sink.bytes,
+        (out.sink.err == 0).then(|| Snapshot {
+            stats,
             g,
             leaks,
             totals: Totals {
@@ -61,37 +69,72 @@ pub(super) fn take_snapshot(limit_ns: u64) -> Option<Snapshot> {
     .flatten()
 }
 
-/// Bytes a stack's `StackStats` record takes, about (reserved at once: the
-/// room not used is mapped, never touched).
-const STATS_GUESS: usize = 64;
-
 /// A checkpoint's dump: the final dump's records, from `snap`, with
-/// `Tag::Checkpoint` after the header.
+/// `Tag::Checkpoint` after the header; false where its counters could not
+/// be read back.
 pub(super) fn encode_snapshot(
     e: &mut Encoder<FileSink>,
     snap: Snapshot,
     ckpt: Checkpoint,
     label: Option<&str>,
     see: &mut dyn FnMut(u32, &StackCounters),
-) {
+) -> bool {
     let start_ticks = preamble(e, ckpt.ticks, Some(ckpt));
     if let Some(label) = label {
         e.tag(Tag::Snapshot);
         e.bytes(label.as_bytes());
     }
     // Each stack's frames (published, never changed: read now), then its
-    // counters as encoded while the threads were held.
+    // counters as encoded while the threads were held, read back in turn.
     let (mut cur, mut prev): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    let mut buf: Vec<u8> = Vec::new();
+    if buf.try_reserve_exact(SINK_BUF).is_err() {
+        return false;
+    }
+    // SAFETY: a descriptor of ours.
+    if unsafe { libc::lseek(snap.stats, 0, libc::SEEK_SET) } != 0 {
+        return false;
+    }
     let mut at = 0;
-    while let Some(r) = StatsRecord::read(&snap.stats, at) {
-        stacks::frames(stacks::entry(r.id)).copy_to(&mut cur);
-        e.stack(r.id as u64, &cur, &prev);
-        core::mem::swap(&mut cur, &mut prev);
-        e.sink.put(&snap.stats[at..r.end]);
-        see(r.id, &r.counters());
-        at = r.end;
+    let mut ended = false;
+    loop {
+        match StatsRecord::read(&buf, at) {
+            Some(r) => {
+                stacks::frames(stacks::entry(r.id)).copy_to(&mut cur);
+                e.stack(r.id as u64, &cur, &prev);
+                core::mem::swap(&mut cur, &mut prev);
+                e.sink.put(&buf[at..r.end]);
+                see(r.id, &r.counters());
+                at = r.end;
+            }
+            None if ended => break,
+            None => {
+                // A record cut by the end of what was read: the rest first.
+                buf.drain(..at);
+                at = 0;
+                let have = buf.len();
+                buf.resize(SINK_BUF, 0);
+                // SAFETY: reading into our buffer past its kept bytes.
+                let n = unsafe {
+                    libc::read(
+                        snap.stats,
+                        buf[have..].as_mut_ptr() as *mut _,
+                        SINK_BUF - have,
+                    )
+                };
+                if n < 0 {
+                    return false;
+                }
+                buf.truncate(have + n as usize);
+                ended = n == 0;
+            }
+        }
+    }
+    if at != buf.len() {
+        return false;
     }
     rest(e, snap.g, &snap.leaks, &snap.totals, start_ticks, false);
+    true
 }
 
 /// A `StackStats` record in a snapshot's bytes (see `Encoder::stack_counters`).
