@@ -48,12 +48,17 @@ fn c_path(p: &str) -> Vec<u8> {
 
 /// Creates (truncates) `path` for writing, its descriptor moved high.
 fn create_high(path: &[u8]) -> Result<i32, i32> {
+    open_high(path, libc::O_WRONLY, 0o644)
+}
+
+/// Creates (truncates) `path` with `access`, its descriptor moved high.
+fn open_high(path: &[u8], access: libc::c_int, mode: libc::mode_t) -> Result<i32, i32> {
     // SAFETY: a NUL-terminated path.
     let fd = unsafe {
         libc::open(
             path.as_ptr() as *const _,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644,
+            access | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            mode,
         )
     };
     if fd < 0 {
@@ -75,21 +80,10 @@ pub fn open_high_read(path: &core::ffi::CStr) -> Option<i32> {
 /// A file to write and read back, unlinked at once (nothing is left behind,
 /// whatever ends the process), its descriptor moved high.
 fn scratch_file(path: &[u8]) -> Result<i32, i32> {
-    // SAFETY: a NUL-terminated path.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr() as *const _,
-            libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o600,
-        )
-    };
-    if fd < 0 {
-        // SAFETY: errno's location is valid.
-        return Err(unsafe { *libc::__errno_location() });
-    }
+    let fd = open_high(path, libc::O_RDWR, 0o600)?;
     // SAFETY: a NUL-terminated path.
     unsafe { libc::unlink(path.as_ptr() as *const _) };
-    Ok(move_high(fd))
+    Ok(fd)
 }
 
 pub(super) fn move_high(fd: i32) -> i32 {

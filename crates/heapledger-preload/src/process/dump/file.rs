@@ -364,27 +364,6 @@ impl Bytes {
 }
 
 impl heapledger_wire::Sink for Bytes {
-    /// A varint in one 16-byte copy where there is room (as `FileSink`):
-    /// a checkpoint encodes 28 of them a stack while the threads wait, and
-    /// a reserve and a copy for each took 400 ns a stack.
-    #[inline]
-    fn put_small(&mut self, b: &[u8; 16], n: usize) {
-        let len = self.bytes.len();
-        if self.failed || self.bytes.capacity() - len < b.len() {
-            return self.put(&b[..n]);
-        }
-        // SAFETY: 16 bytes of spare capacity, checked above; n <= 16 of
-        // them are kept.
-        unsafe {
-            self.bytes
-                .as_mut_ptr()
-                .add(len)
-                .cast::<[u8; 16]>()
-                .write_unaligned(*b);
-            self.bytes.set_len(len + n.min(16));
-        }
-    }
-
     fn put(&mut self, b: &[u8]) {
         if self.failed || self.bytes.try_reserve(b.len()).is_err() {
             self.failed = true;
