@@ -1,7 +1,7 @@
 /* Many distinct allocation stacks, for heapledger-bench: a profile at the
  * scale of a real program.
  *
- *   stacks [ALLOCS [STACKS]]      (default 1000000 500000)
+ *   stacks [ALLOCS [STACKS [PAUSE_MS]]]      (default 1000000 500000 0)
  *
  * Makes ALLOCS allocations from STACKS distinct call stacks (at most 2^19),
  * each about 21 frames deep: main calls level 0, and each of 19 levels calls
@@ -11,7 +11,9 @@
  * long prefixes, so every stack is used ALLOCS/STACKS times. Sizes are 16..271
  * bytes, drawn from the path. Half the blocks are freed at once, most of the
  * others a while later (a ring of 4096), and one in 128 is kept until exit
- * (not freed: a leak, as real programs have).
+ * (not freed: a leak, as real programs have). With PAUSE_MS, it then sleeps
+ * that long before it exits, every stack known (heapledger's
+ * checkpoint_memory test: a checkpoint of them all).
  *
  * The two call sites of a level differ by the empty asm statements around
  * them (distinct text), so that no compiler merges them into one call: each
@@ -19,6 +21,7 @@
  * -fomit-frame-pointer, like most distribution code. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define BITS 19
 #define RING 4096
@@ -111,6 +114,11 @@ int main(int argc, char **argv) {
     for (long s = 0; s < RING; s++) free(ring[s]);
     free(ring);
     sink += sum + (unsigned long)nkept;
+    long pause_ms = argc > 3 ? atol(argv[3]) : 0;
+    if (pause_ms > 0) {
+        struct timespec t = {pause_ms / 1000, (pause_ms % 1000) * 1000000};
+        nanosleep(&t, 0);
+    }
     /* kept[] stays allocated: blocks alive at exit. */
     return 0;
 }
