@@ -47,15 +47,17 @@ pub const ENV_OPTS: &str = "HEAPLEDGER_OPTS";
 /// `process_vm_readv`) and symbolize them then, not after the program ended.
 pub const REGISTRY_SYMBOL: &str = "heapledger_stack_registry";
 
-/// First field of a [`StackRegistry`] (its layout with frame ids).
-pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"MTSTACK2");
+/// First field of a [`StackRegistry`] (its layout with 2- or 4-byte
+/// frame ids).
+pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"MTSTACK3");
 
 /// The recorder's stack table, described for a reader in another process.
 ///
 /// Stack `id` is entry `id % (1 << chunk_bits)` of the chunk whose address is
 /// the 8-byte word `id >> chunk_bits` of the directory at `dir`. An entry is
 /// `entry_size` bytes; at `len_offset` it holds the number of its own
-/// frames (4 bytes), kept as 4-byte ids of distinct return addresses at
+/// frames (4 bytes), kept as ids of distinct return addresses (2 or 4
+/// bytes each, as the recorder's flags in the entry say) at the address at
 /// `frames_offset`. A stack's outer frames may be another's, stored before
 /// it and not repeated. Ids below the 4-byte count at `count` are
 /// complete: the recorder writes an entry, its frames and its chunk's

@@ -323,6 +323,24 @@ pub unsafe fn grow_populated(p: *mut u8, old_len: usize, new_len: usize) -> *mut
     q
 }
 
+/// Gives back the pages of a mapping of [`map`] or [`map_huge`] that
+/// readers without a lock may still be reading: it stays mapped, and reads
+/// zeros from then on (the kernel's shared zero page: no memory). For a
+/// table whose zero means "empty", a late reader then finds nothing, as
+/// it would in a table that lost the race.
+///
+/// # Safety
+/// `p` and `len` must come from one call to [`map`] or [`map_huge`], and
+/// nothing may write there after.
+pub unsafe fn discard(p: *mut u8, len: usize) {
+    let _e = sync::ErrnoGuard::new();
+    // SAFETY: advice on the caller's mapping.
+    let r = unsafe { libc::syscall(libc::SYS_madvise, p, len, libc::MADV_DONTNEED) };
+    if r == 0 {
+        INTERNAL_BYTES.fetch_sub(len as u64, Ordering::Relaxed);
+    }
+}
+
 /// # Safety
 /// `p` and `len` must come from one call to [`map`].
 pub unsafe fn unmap(p: *mut u8, len: usize) {

@@ -5,8 +5,9 @@
 //! entry's address never changes once published and readers need no lock.
 //! The hash index is open addressing over atomics; readers probe it without a
 //! lock, inserts (new stacks only, rare) take `INSERT`. When the index grows,
-//! a new one is published and the old one is left in place (readers may still
-//! be probing it; a reader that misses there retries under the lock).
+//! a new one is published and the old one stays mapped, its pages given back
+//! (readers may still be probing it: they read empty slots there, and a
+//! reader that misses retries under the lock).
 //! Stack 0 is the empty stack.
 
 use crate::base::arena;
@@ -19,13 +20,15 @@ pub type StackId = u32;
 pub struct StackEntry {
     pub hash: u64,
     /// Frames, leaf first, as ids of distinct addresses (see [`addr`]):
-    /// the first `len` here (the stack's own), then `tail_len` more at
-    /// `tail`, the outer frames it shares with a stack stored before it
-    /// (part of that stack's own; see [`Frames`]).
-    pub frames: *const u32,
+    /// the first `len` here (the stack's own), then more at `tail`, the
+    /// outer frames it shares with a stack stored before it (part of that
+    /// stack's own; see [`Frames`]). Each run holds 2-byte ids or 4-byte
+    /// ones (`tail_word`'s flags).
+    pub frames: *const u8,
     pub len: u32,
-    pub tail_len: u32,
-    pub tail: *const u32,
+    /// The tail's length, and the flags `WIDE_OWN` and `WIDE_TAIL`.
+    pub tail_word: u32,
+    pub tail: *const u8,
     /// Flushed part of the bytes alive (threads keep the rest; see `counters`).
     pub alive: AtomicI64,
     pub max_alive: AtomicU64,
@@ -47,8 +50,8 @@ struct Index {
 static INDEX: AtomicPtr<Index> = AtomicPtr::new(null_mut());
 
 pub struct InsertState {
-    frames_bump: *mut u32,
-    frames_end: *mut u32,
+    frames_bump: *mut u8,
+    frames_end: *mut u8,
     /// Address -> id: open addressing over ids plus one (0: empty), read
     /// and written under the lock only (so a grown table's old one goes).
     addr_slots: *mut u32,
@@ -216,6 +219,92 @@ pub fn entry(id: StackId) -> &'static StackEntry {
     unsafe { &*chunk.add((id as usize) & (CHUNK - 1)) }
 }
 
+/// Flags of `StackEntry::tail_word`: the own frames' ids, or the tail's,
+/// take 4 bytes each (2 otherwise).
+const WIDE_OWN: u32 = 1 << 31;
+const WIDE_TAIL: u32 = 1 << 30;
+const TAIL_LEN: u32 = WIDE_TAIL - 1;
+
+/// A run of stored frame ids: 2 bytes each while the process has fewer
+/// than 65 536 distinct addresses (nearly every program: Python compiling
+/// its library has 4 638, the benchmark's `stacks` 60), 4 bytes after.
+/// Half a million stacks 21 frames deep took 42 MB of 4-byte ids.
+#[derive(Clone, Copy)]
+pub enum Ids {
+    Narrow(&'static [u16]),
+    Wide(&'static [u32]),
+}
+
+impl Ids {
+    const EMPTY: Ids = Ids::Narrow(&[]);
+
+    /// The run of `n` ids at `p`, of the width `wide` says.
+    fn at(p: *const u8, n: u32, wide: bool) -> Ids {
+        if n == 0 {
+            return Ids::EMPTY;
+        }
+        // SAFETY: frames were written, aligned to their width, before
+        // publication, and are never freed; a tail lies in an older
+        // stack's frames.
+        unsafe {
+            if wide {
+                Ids::Wide(core::slice::from_raw_parts(p as *const u32, n as usize))
+            } else {
+                Ids::Narrow(core::slice::from_raw_parts(p as *const u16, n as usize))
+            }
+        }
+    }
+
+    fn len(self) -> usize {
+        match self {
+            Ids::Narrow(v) => v.len(),
+            Ids::Wide(v) => v.len(),
+        }
+    }
+
+    fn wide(self) -> bool {
+        matches!(self, Ids::Wide(_))
+    }
+
+    fn ptr(self) -> *const u8 {
+        match self {
+            Ids::Narrow(v) => v.as_ptr() as *const u8,
+            Ids::Wide(v) => v.as_ptr() as *const u8,
+        }
+    }
+
+    /// The last `k` ids (`k` at most the length).
+    fn last(self, k: usize) -> Ids {
+        match self {
+            Ids::Narrow(v) => Ids::Narrow(&v[v.len() - k..]),
+            Ids::Wide(v) => Ids::Wide(&v[v.len() - k..]),
+        }
+    }
+
+    /// The frames' addresses.
+    fn addrs(self) -> impl Iterator<Item = u64> {
+        let (narrow, wide) = match self {
+            Ids::Narrow(v) => (v, &[][..]),
+            Ids::Wide(v) => (&[][..], v),
+        };
+        narrow
+            .iter()
+            .map(|&id| u32::from(id))
+            .chain(wide.iter().copied())
+            .map(addr)
+    }
+
+    /// Whether these are the frames of addresses `f`.
+    #[inline(always)]
+    fn same(self, f: &[u64]) -> bool {
+        self.len() == f.len()
+            && match self {
+                Ids::Narrow(v) => v.iter().zip(f).all(|(&id, &a)| addr(u32::from(id)) == a),
+                Ids::Wide(v) => v.iter().zip(f).all(|(&id, &a)| addr(id) == a),
+            }
+    }
+}
+
 /// A stored stack's frames, leaf first: its own, then the outer ones it
 /// shares with a stack stored before it. A new stack's outer frames are
 /// mostly those of the stack captured before it: Python compiling its
@@ -223,8 +312,8 @@ pub fn entry(id: StackId) -> &'static StackEntry {
 /// copied whole, most of them again and again.
 #[derive(Clone, Copy)]
 pub struct Frames {
-    own: &'static [u32],
-    tail: &'static [u32],
+    own: Ids,
+    tail: Ids,
 }
 
 impl Frames {
@@ -237,27 +326,26 @@ impl Frames {
     }
 
     /// The frames' addresses, leaf first.
-    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.own.iter().chain(self.tail.iter()).map(|&id| addr(id))
+    pub fn iter(&self) -> impl Iterator<Item = u64> {
+        self.own.addrs().chain(self.tail.addrs())
     }
 
     /// Whether these are `f`, frame by frame.
     #[inline]
     pub fn is(&self, f: &[u64]) -> bool {
-        f.len() == self.len()
-            && same(self.own, &f[..self.own.len()])
-            && same(self.tail, &f[self.own.len()..])
+        let own = self.own.len();
+        f.len() == self.len() && self.own.same(&f[..own]) && self.tail.same(&f[own..])
     }
 
     /// The last `k` frames (the outermost), where they lie in one stored
     /// run; None otherwise. (Sharing only part of them, the stack's tail
     /// where `k` is longer, made later stacks share ever shorter tails and
     /// copy the rest: Python compiling its library took 290 MB again.)
-    fn outer(&self, k: usize) -> Option<&'static [u32]> {
+    fn outer(&self, k: usize) -> Option<Ids> {
         if k <= self.tail.len() {
-            Some(&self.tail[self.tail.len() - k..])
-        } else if self.tail.is_empty() && k <= self.own.len() {
-            Some(&self.own[self.own.len() - k..])
+            Some(self.tail.last(k))
+        } else if self.tail.len() == 0 && k <= self.own.len() {
+            Some(self.own.last(k))
         } else {
             None
         }
@@ -270,24 +358,10 @@ impl Frames {
     }
 }
 
-/// Whether the frames of ids `ids` are the addresses `f`.
-#[inline(always)]
-fn same(ids: &[u32], f: &[u64]) -> bool {
-    ids.len() == f.len() && ids.iter().zip(f).all(|(&id, &a)| addr(id) == a)
-}
-
 pub fn frames(e: &StackEntry) -> Frames {
-    let part = |p: *const u32, n: u32| -> &'static [u32] {
-        if n == 0 {
-            return &[];
-        }
-        // SAFETY: frames were written before publication and are never
-        // freed; a tail lies in an older stack's frames.
-        unsafe { core::slice::from_raw_parts(p, n as usize) }
-    };
     Frames {
-        own: part(e.frames, e.len),
-        tail: part(e.tail, e.tail_len),
+        own: Ids::at(e.frames, e.len, e.tail_word & WIDE_OWN != 0),
+        tail: Ids::at(e.tail, e.tail_word & TAIL_LEN, e.tail_word & WIDE_TAIL != 0),
     }
 }
 
@@ -305,7 +379,8 @@ pub fn find(hash: u64, eq: &impl Fn(Frames) -> bool) -> Option<StackId> {
     if idx.is_null() {
         return None;
     }
-    // SAFETY: published indexes are never freed.
+    // SAFETY: published indexes are never unmapped (an old one's slots
+    // read as empty).
     let idx = unsafe { &*idx };
     let tag = (hash >> 32) << 32;
     let mut i = (hash as usize) & idx.mask;
@@ -334,7 +409,7 @@ pub fn prefetch(hash: u64) {
     if idx.is_null() {
         return;
     }
-    // SAFETY: published indexes are never freed; the slot is inside it
+    // SAFETY: published indexes are never unmapped; the slot is inside it
     // (and a prefetch does not fault anyway).
     unsafe {
         let idx = &*idx;
@@ -409,19 +484,22 @@ pub fn intern_sharing(
     }
     // The outer frames shared, where the stack named holds them in one
     // run (its frames compared, not trusted).
-    let tail: &'static [u32] = match outer {
+    let tail = match outer {
         Some((from, k, want)) if k > 0 && k <= len && from < id && want.len() == k => {
             match frames(entry(from)).outer(k) {
-                Some(t) if same(t, want) => t,
-                _ => &[],
+                Some(t) if t.same(want) => t,
+                _ => Ids::EMPTY,
             }
         }
-        _ => &[],
+        _ => Ids::EMPTY,
     };
     let own = len - tail.len();
+    if tail.len() > TAIL_LEN as usize {
+        return None;
+    }
     // Frames storage: the own frames' addresses from `fill`, as ids.
-    let frames: *mut u32 = if own == 0 {
-        null_mut()
+    let (frames, wide_own) = if own == 0 {
+        (null_mut(), false)
     } else {
         let g = &mut *g;
         let mut scratch = core::mem::take(&mut g.scratch);
@@ -432,7 +510,7 @@ pub fn intern_sharing(
             scratch.resize(own, 0);
         }
         fill(&mut scratch[..own]);
-        let stored = store_own(g, &scratch[..own]);
+        let stored = store_own(g, &mut scratch[..own]);
         g.scratch = scratch;
         stored?
     };
@@ -458,8 +536,10 @@ pub fn intern_sharing(
             hash,
             frames,
             len: own as u32,
-            tail_len: tail.len() as u32,
-            tail: tail.as_ptr(),
+            tail_word: tail.len() as u32
+                | if wide_own { WIDE_OWN } else { 0 }
+                | if tail.wide() { WIDE_TAIL } else { 0 },
+            tail: tail.ptr(),
             alive: AtomicI64::new(0),
             max_alive: AtomicU64::new(0),
         })
@@ -484,6 +564,15 @@ pub fn intern_sharing(
             index_put(unsafe { &*n }, entry(old).hash, old);
         }
         INDEX.store(n, Ordering::Release);
+        if !idx.is_null() {
+            // The old slots go (half the index's memory, at every size):
+            // a reader still probing them reads zeros, an empty slot, and
+            // retries under this lock in the new index. The small `Index`
+            // itself stays, for such a reader.
+            // SAFETY: the old slots, one mapping of `cap` words; nothing
+            // writes them again (inserts take this lock and the new index).
+            unsafe { arena::discard((*idx).slots as *mut u8, cap * 8) };
+        }
         idx = n;
     }
     // SAFETY: idx is published and never freed.
@@ -491,39 +580,112 @@ pub fn intern_sharing(
     Some(id)
 }
 
-/// Stores `own` (addresses) as ids in the frames' storage; where they lie.
-fn store_own(g: &mut InsertState, own: &[u64]) -> Option<*mut u32> {
-    if g.frames_bump.is_null() || (g.frames_end as usize - g.frames_bump as usize) / 4 < own.len() {
+/// Stores `own` (addresses, overwritten with their ids) as ids in the
+/// frames' storage, 2 bytes each where every id fits; where they lie, and
+/// whether they took 4 bytes each.
+fn store_own(g: &mut InsertState, own: &mut [u64]) -> Option<(*mut u8, bool)> {
+    let mut max = 0;
+    for a in own.iter_mut() {
+        *a = u64::from(g.addr_id(*a)?);
+        max = max.max(*a);
+    }
+    let wide = max > u64::from(u16::MAX);
+    let width = if wide { 4 } else { 2 };
+    let bytes = own.len() * width;
+    // Aligned to the ids' width (the bump pointer is always even).
+    let mut p = (g.frames_bump as usize).next_multiple_of(width) as *mut u8;
+    if g.frames_bump.is_null() || (g.frames_end as usize).saturating_sub(p as usize) < bytes {
         // The first 1 MiB faults in page by page, as a small program
         // uses it; a program that fills it gets the next ones faulted
         // in at once (written through in order: one system call
         // instead of 256 faults).
         let first = g.frames_bump.is_null();
-        let bytes = (own.len() * 4).max(1 << 20);
-        let p = if first {
-            arena::map(bytes)
+        let map = bytes.max(1 << 20);
+        p = if first {
+            arena::map(map)
         } else {
-            arena::map_populated(bytes)
-        } as *mut u32;
+            arena::map_populated(map)
+        };
         if p.is_null() {
             return None;
         }
-        g.frames_bump = p;
         // SAFETY: inside the fresh mapping.
-        g.frames_end = unsafe { p.add(bytes / 4) };
+        g.frames_end = unsafe { p.add(map) };
     }
-    let p = g.frames_bump;
-    for (k, &a) in own.iter().enumerate() {
-        let id = g.addr_id(a)?;
-        // SAFETY: checked room for `own` frames above; unpublished.
-        unsafe { p.add(k).write(id) };
+    for (k, &id) in own.iter().enumerate() {
+        // SAFETY: checked room for `own` ids of this width above, aligned;
+        // unpublished.
+        unsafe {
+            if wide {
+                (p as *mut u32).add(k).write(id as u32);
+            } else {
+                (p as *mut u16).add(k).write(id as u16);
+            }
+        }
     }
     // SAFETY: as above.
-    g.frames_bump = unsafe { p.add(own.len()) };
-    Some(p)
+    g.frames_bump = unsafe { p.add(bytes) };
+    Some((p, wide))
 }
 
 /// Makes sure stack 0 is the empty stack.
 pub fn init() {
     intern(HASH_SEED, 0, &|f: Frames| f.is_empty(), |_| {});
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    /// Interns `f` (leaf first), sharing its last `k` frames with stack
+    /// `from` where given; its id.
+    fn put(f: &[u64], outer: Option<(StackId, usize)>) -> StackId {
+        let h = f.iter().rev().fold(HASH_SEED, |h, &a| mix(h, a));
+        let outer = outer.map(|(from, k)| (from, k, &f[f.len() - k..]));
+        let eq = |s: Frames| s.is(f);
+        intern_sharing(h, f.len(), outer, &eq, |dst| {
+            dst.copy_from_slice(&f[..dst.len()])
+        })
+        .unwrap()
+    }
+
+    fn read(id: StackId) -> Vec<u64> {
+        let mut v = Vec::new();
+        frames(entry(id)).copy_to(&mut v);
+        v
+    }
+
+    /// Ids take 2 bytes until the addresses pass 65 536, then 4; a stack
+    /// may share a tail of either width, and each reads back whole.
+    #[test]
+    fn frame_ids_widen_past_65536_addresses() {
+        init();
+        let base = 0x7f00_0000_0000u64;
+        let a = [base + 1, base + 2, base + 3];
+        let sa = put(&a, None);
+        assert!(!frames(entry(sa)).own.wide());
+        // Distinct addresses until the ids no longer fit 2 bytes.
+        let mut last = 0;
+        let mut i = 0u64;
+        while ADDR_COUNT.load(Ordering::Relaxed) <= 70_000 {
+            last = put(&[base + 0x1000 + i], None);
+            i += 1;
+        }
+        assert!(frames(entry(last)).own.wide());
+        // New (wide) own frames over a narrow tail.
+        let b = [base + 0x10_0000, a[1], a[2]];
+        let sb = put(&b, Some((sa, 2)));
+        let fb = frames(entry(sb));
+        assert!(fb.own.wide() && !fb.tail.wide() && fb.tail.len() == 2);
+        // Narrow own frames over a wide tail.
+        let c = [a[0], base + 0x1000 + i - 1];
+        let sc = put(&c, Some((last, 1)));
+        let fc = frames(entry(sc));
+        assert!(!fc.own.wide() && fc.tail.wide() && fc.tail.len() == 1);
+        for (id, f) in [(sa, &a[..]), (sb, &b[..]), (sc, &c[..]), (last, &c[1..])] {
+            assert_eq!(read(id), f);
+            assert_eq!(put(f, None), id, "found again, not stored twice");
+        }
+    }
 }
