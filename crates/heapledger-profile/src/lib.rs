@@ -56,7 +56,7 @@ pub use read::check_values;
 pub use scatter::{Scatter, ScatterAxis, ScatterChart, ScatterInfos, ScatterPoint};
 pub use sites::{basename, InstrEntry, MapEntry, SiteRef, Sites};
 pub use stacks::{
-    Leak, LeakBlock, LeakBlocks, MinMaxSum, Series, SeriesCounts, SeriesPoint, StackInfos,
+    Changed, Leak, LeakBlock, LeakBlocks, MinMaxSum, Series, SeriesCounts, SeriesPoint, StackInfos,
     StackStat, Stacks, ThreadStacks,
 };
 pub use strings::{StringId, StringTable, UNKNOWN};

@@ -216,7 +216,88 @@ pub struct SeriesPoint {
     pub seconds: f64,
     /// (index of the stack in the profile's stacks, its counters: see
     /// [`SeriesCounts`]), by index.
-    pub changed: Vec<(u32, SeriesCounts)>,
+    pub changed: Changed,
+}
+
+/// The stacks of a [`SeriesPoint`], each with its counters, packed as
+/// varints: about 10 bytes a stack instead of 40 (Python compiling its
+/// library changed 570 000 at its checkpoints: 22 MB at the peak of
+/// `heapledger run`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Changed {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Changed {
+    /// Adds stack `at` with its counters `c`.
+    pub fn push(&mut self, at: u32, c: &SeriesCounts) {
+        for mut v in std::iter::once(u64::from(at)).chain(c.iter().copied()) {
+            while v >= 0x80 {
+                self.bytes.push(v as u8 | 0x80);
+                v >>= 7;
+            }
+            self.bytes.push(v as u8);
+        }
+        self.len += 1;
+    }
+
+    /// How many stacks.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no stack changed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The stack and counters starting at byte `pos`, and the next's `pos`.
+    fn read(&self, mut pos: usize) -> (u32, SeriesCounts, usize) {
+        let mut v = [0u64; 5];
+        for x in &mut v {
+            let mut shift = 0;
+            while let Some(&b) = self.bytes.get(pos) {
+                pos += 1;
+                if shift < 64 {
+                    *x |= u64::from(b & 0x7f) << shift;
+                }
+                shift += 7;
+                if b < 0x80 {
+                    break;
+                }
+            }
+        }
+        (v[0] as u32, [v[1], v[2], v[3], v[4]], pos)
+    }
+
+    /// The entry that starts at `pos` (one [`Changed::iter`] gave).
+    pub fn at(&self, pos: usize) -> (u32, SeriesCounts) {
+        let (at, c, _) = self.read(pos);
+        (at, c)
+    }
+
+    /// Each entry in order, with where it starts.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, (u32, SeriesCounts))> + '_ {
+        let mut pos = 0;
+        (0..self.len).map(move |_| {
+            let start = pos;
+            let (at, c, next) = self.read(pos);
+            pos = next;
+            (start, (at, c))
+        })
+    }
+}
+
+impl FromIterator<(u32, SeriesCounts)> for Changed {
+    fn from_iter<I: IntoIterator<Item = (u32, SeriesCounts)>>(it: I) -> Self {
+        let mut c = Changed::default();
+        for (at, counts) in it {
+            c.push(at, &counts);
+        }
+        c.bytes.shrink_to_fit();
+        c
+    }
 }
 
 /// What each thread allocated at each stack, for the views of one thread
@@ -238,6 +319,22 @@ pub type SeriesCounts = [u64; 4];
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn changed_stacks_read_back_as_pushed() {
+        let rows: Vec<(u32, super::SeriesCounts)> = vec![
+            (0, [0, 0, 0, 0]),
+            (127, [1, 128, 1, 16_384]),
+            (u32::MAX, [u64::MAX, 1 << 63, 5, u64::MAX - 1]),
+        ];
+        let c: super::Changed = rows.iter().copied().collect();
+        assert_eq!(c.len(), 3);
+        let read: Vec<_> = c.iter().map(|(_, r)| r).collect();
+        assert_eq!(read, rows);
+        for (pos, r) in c.iter() {
+            assert_eq!(c.at(pos), r);
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -120,13 +120,22 @@ impl Writer {
                 n
             })
         };
-        let (rows, stack_nodes, leak_nodes) = match &p.compact {
+        // The tree's rows, made as they are written where the tree is built.
+        let frames: Vec<u32>;
+        let dfs: tree::Dfs;
+        let (mut rows, n_rows, stack_nodes, leak_nodes): (
+            Box<dyn Iterator<Item = (u32, u32)>>,
+            usize,
+            _,
+            _,
+        ) = match &p.compact {
             Some(cs) => {
                 // The tree is built: each node's frame looked up once.
-                let frames: Vec<u32> = std::iter::once(u32::MAX)
+                frames = std::iter::once(u32::MAX)
                     .chain(cs.frame[1..].iter().map(&mut id_of))
                     .collect();
-                let (rows, number) = tree::from_tree(&cs.parent, &frames);
+                dfs = tree::from_tree(&cs.parent, &frames);
+                let number = dfs.number();
                 let of = |nodes: &[u32]| -> Result<Vec<u32>, StoreError> {
                     nodes
                         .iter()
@@ -137,7 +146,14 @@ impl Writer {
                 if cs.leaks.len() != p.leaks.len() {
                     return Err(StoreError::Io("the leaks have no nodes".into()));
                 }
-                (rows, of(&cs.node)?, of(&cs.leaks)?)
+                let (nodes, leaks) = (of(&cs.node)?, of(&cs.leaks)?);
+                drop(number);
+                (
+                    Box::new(dfs.walk().map(|(_, r)| r)),
+                    dfs.rows(),
+                    nodes,
+                    leaks,
+                )
             }
             None => {
                 // Every stack's frames, outermost first, the leaks' after
@@ -159,7 +175,8 @@ impl Writer {
                 drop(frames);
                 let mut nodes = built.nodes;
                 let leak_nodes = nodes.split_off(p.stacks.len());
-                (built.rows, nodes, leak_nodes)
+                let n = built.rows.len();
+                (Box::new(built.rows.into_iter()), n, nodes, leak_nodes)
             }
         };
         drop(ids);
@@ -234,10 +251,13 @@ impl Writer {
             }
             Ok(())
         };
-        put_blocks("node", NODE_COLUMNS, rows.len(), &mut |i, out| {
-            out[0] = u64::from(rows[i].0);
-            out[1] = u64::from(rows[i].1);
+        put_blocks("node", NODE_COLUMNS, n_rows, &mut |_, out| {
+            // Asked for in order.
+            let (up, frame) = rows.next().unwrap_or_default();
+            out[0] = u64::from(up);
+            out[1] = u64::from(frame);
         })?;
+        drop(rows);
         // Stacks in the order of their nodes (depth first): the node column
         // then grows by small steps, and the counters of neighbouring
         // stacks look alike. The profile's order and its stack ids (labels
@@ -264,14 +284,14 @@ impl Writer {
         drop(order);
         // Each point's rows by stack row, one point at a time (the rows
         // are asked for in order).
-        let known = |&&(i, _): &&(u32, [u64; 4])| (i as usize) < row_of.len();
+        let known = |i: u32| (i as usize) < row_of.len();
         let n_series: usize = p
             .series
             .points
             .iter()
-            .map(|pt| pt.changed.iter().filter(known).count())
+            .map(|pt| pt.changed.iter().filter(|(_, (i, _))| known(*i)).count())
             .sum();
-        // (stack row, index in the point's rows): 8 bytes a row, not 40.
+        // (stack row, where the point holds it): 8 bytes a row.
         let mut point_rows: Vec<(u32, u32)> = Vec::new();
         let (mut next_point, mut point, mut at) = (0usize, 0u64, 0usize);
         let (mut prev_point, mut prev_row) = (0u64, 0i64);
@@ -282,16 +302,15 @@ impl Writer {
                     p.series.points[next_point]
                         .changed
                         .iter()
-                        .enumerate()
-                        .filter(|(_, r)| known(r))
-                        .map(|(k, &(i, _))| (row_of[i as usize], k as u32)),
+                        .filter(|(_, (i, _))| known(*i))
+                        .map(|(pos, (i, _))| (row_of[i as usize], pos as u32)),
                 );
                 point_rows.sort_unstable_by_key(|r| r.0);
                 (point, at) = (next_point as u64, 0);
                 next_point += 1;
             }
             let (row, k) = point_rows[at];
-            let c = p.series.points[point as usize].changed[k as usize].1;
+            let c = p.series.points[point as usize].changed.at(k as usize).1;
             at += 1;
             out[0] = point - prev_point;
             out[1] = zigzag(i64::from(row) - prev_row);
@@ -423,7 +442,7 @@ impl Writer {
                 ext.map_or(0, |e| e.peak_requested) as i64,
                 leaked as i64,
                 n_stacks as i64,
-                rows.len() as i64
+                n_rows as i64
             ],
         )
         .map_err(|e| match e {

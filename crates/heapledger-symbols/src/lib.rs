@@ -108,7 +108,7 @@ pub fn symbolize(modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved
 /// (path and build id), so that addresses symbolized while the program ran
 /// cost nothing when its profile is built.
 pub struct Symbols {
-    symbolizer: Symbolizer,
+    symbolizer: RefCell<Symbolizer>,
     memo: RefCell<Memo>,
 }
 
@@ -127,16 +127,28 @@ impl Symbols {
         // language, which turns the C function `a` into `signed char`; names
         // are demangled here instead, only when they carry a mangling prefix.
         Symbols {
-            symbolizer: Symbolizer::builder().enable_demangling(false).build(),
+            symbolizer: RefCell::new(Self::parser()),
             memo: RefCell::new(HashMap::new()),
         }
+    }
+
+    fn parser() -> Symbolizer {
+        Symbolizer::builder().enable_demangling(false).build()
+    }
+
+    /// Drops what was parsed of each binary (its debug sections,
+    /// decompressed, and their indexes), keeping the answers given: a
+    /// later lookup of a new address parses its binary again. libc's
+    /// compressed debug information alone takes 10 MB once parsed.
+    pub fn forget_parsed(&self) {
+        *self.symbolizer.borrow_mut() = Self::parser();
     }
 
     /// As [`symbolize`], reusing this symbolizer's caches: only file offsets
     /// never looked up before in the same binary are looked up.
     pub fn symbolize(&self, modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved>> {
         symbolize_with(
-            &self.symbolizer,
+            &self.symbolizer.borrow(),
             &mut self.memo.borrow_mut(),
             modules,
             addrs,
@@ -166,7 +178,7 @@ impl Symbols {
     /// runs; a file that cannot be read is skipped.
     pub fn warm(&self, path: &Path, file_offsets: &[u64]) {
         if !file_offsets.is_empty() {
-            let _ = lookup(&self.symbolizer, path, true, file_offsets);
+            let _ = lookup(&self.symbolizer.borrow(), path, true, file_offsets);
         }
     }
 }

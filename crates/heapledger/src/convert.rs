@@ -87,6 +87,10 @@ pub fn to_profile(
 
 /// [`to_profile`], its stacks left compact ([`Profile::compact`]): what
 /// the profile store is written from.
+/// Stacks from which a process's conversion drops the parsed debug
+/// information once its addresses are symbolized.
+const FORGET_PARSED_STACKS: usize = 100_000;
+
 pub fn to_compact_profile(
     d: &mut Dump,
     end: &ProcessEnd,
@@ -126,6 +130,14 @@ pub fn to_compact_profile(
         .zip(symbols.symbolize(&modules, &addrs))
         .filter_map(|(a, r)| r.map(|r| (a, r)))
         .collect();
+    // Every address is symbolized: what was parsed for it goes before the
+    // profile is built, where that is large (10 MB of libc's debug
+    // information, at `run`'s peak on half a million stacks). A small
+    // process keeps it for the next (`make` starting the same compiler a
+    // hundred times).
+    if d.stacks.len() >= FORGET_PARSED_STACKS {
+        symbols.forget_parsed();
+    }
     // Frames the program pushed with a label (`heapledger_push_label`).
     for (id, text) in &d.labels {
         resolved.insert(
@@ -241,7 +253,8 @@ pub fn to_compact_profile(
     // Each stack of the profile: its node, the dump's stack whose counters
     // it has, and that stack's id. Stacks that became one sum their
     // counters in `sums` (rarely: only stacks that lost frames).
-    let mut merged: Vec<(u32, usize, u64)> = Vec::with_capacity(n);
+    // (16 bytes each: half a million stacks at `run`'s peak.)
+    let mut merged: Vec<(u32, u32, u64)> = Vec::with_capacity(n);
     let mut sums: HashMap<usize, StackCounters> = HashMap::default();
     let mut index: HashMap<u32, usize> = HashMap::default();
     let max_id = d.stacks.iter().map(|s| s.id).max().unwrap_or(0);
@@ -249,7 +262,7 @@ pub fn to_compact_profile(
     for (i, s) in d.stacks.iter().enumerate() {
         let key = key_of(i);
         let mut add = || {
-            merged.push((key, i, s.id));
+            merged.push((key, i as u32, s.id));
             merged.len() - 1
         };
         let at = if lost_keys.contains(&key) {
@@ -257,7 +270,7 @@ pub fn to_compact_profile(
         } else {
             add()
         };
-        let first = merged[at].1;
+        let first = merged[at].1 as usize;
         if first != i {
             let sum = sums.entry(at).or_insert_with(|| d.counters(first));
             merge_counters(sum, &d.counters(i));
@@ -405,7 +418,10 @@ pub fn to_compact_profile(
     let mut compact = mp::CompactStacks::new(parent, frame);
     compact.reserve(merged.len(), d.counters_bytes());
     for (at, &(node, first, id)) in merged.iter().enumerate() {
-        let c = sums.get(&at).copied().unwrap_or_else(|| d.counters(first));
+        let c = sums
+            .get(&at)
+            .copied()
+            .unwrap_or_else(|| d.counters(first as usize));
         let infos = StackInfos {
             count_zeros: c.totals.zeros as i64,
             max_alive_req: c.max_alive as i64,

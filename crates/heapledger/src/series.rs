@@ -1,7 +1,7 @@
 //! The checkpoint series of a process (`heapledger_wire::SERIES_MAGIC`),
 //! from the recorder's stack ids to the profile's stacks.
 
-use heapledger_profile::{CompactStacks, Series, SeriesCounts, SeriesPoint};
+use heapledger_profile::{Changed, CompactStacks, Series, SeriesCounts, SeriesPoint};
 use heapledger_wire::Dump;
 type HashMap<K, V, S = foldhash::fast::RandomState> = std::collections::HashMap<K, V, S>;
 
@@ -104,7 +104,7 @@ pub fn of(d: &mut Dump, id_map: &IdMap, stacks: &CompactStacks, merged: &[usize]
         Some(c) => seconds(c.ticks),
         None => seconds(d.end_ticks),
     };
-    let changed: Vec<(u32, SeriesCounts)> = by_index
+    let changed: Changed = by_index
         .iter()
         .enumerate()
         .filter_map(|(at, last)| {
