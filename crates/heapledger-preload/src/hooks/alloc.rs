@@ -131,8 +131,8 @@ fn on_alloc(
     // weighs its lifetime; otherwise its lifetime's: 1 for a stack's first
     // blocks in this thread, then LIFETIME_ONE_IN for one block in that
     // many, and 0 (not timed) for the others.
+    // (A stackless block's bytes alive are in the sums already.)
     let (weight, timed) = if stackless(id) {
-        ps.alive += bw as i64;
         (if sampled { cw } else { 0 }, false)
     } else {
         ps.add_alive(id, bw as i64, &m);

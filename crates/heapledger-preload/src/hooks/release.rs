@@ -103,9 +103,8 @@ pub(super) fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
         (lt, lw)
     });
     let ps = c.ps;
-    if stackless(e.stack) {
-        ps.alive -= bw as i64;
-    } else {
+    // (A stackless block's bytes alive are in the sums already.)
+    if !stackless(e.stack) {
         ps.add_alive(e.stack, -(bw as i64), &m);
     }
     if let Some((lt, lw)) = life {

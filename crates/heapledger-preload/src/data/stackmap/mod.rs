@@ -31,9 +31,8 @@ const BIG: u32 = u32::MAX;
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub struct PerStack {
-    /// This thread's part of the stack's bytes alive.
-    pub alive: i64,
-    /// Part of `alive` already added to the stack's shared counter.
+    /// Part of the bytes alive (see [`PerStack::alive`]) already added to
+    /// the stack's shared counter.
     flushed: i64,
     at_peak: i64,
     epoch: u64,
@@ -60,12 +59,11 @@ pub struct PerStack {
     temp_count: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<PerStack>() == 112);
+const _: () = assert!(core::mem::size_of::<PerStack>() == 104);
 
 impl PerStack {
     fn new(id: StackId) -> Self {
         PerStack {
-            alive: 0,
             flushed: 0,
             at_peak: 0,
             epoch: 0,
@@ -87,20 +85,30 @@ impl PerStack {
         }
     }
 
-    /// `add_alive` for the bytes alive and the share at the peak only.
+    /// This thread's part of the stack's bytes alive: what it allocated
+    /// here less what it freed of the stack's blocks (an entry changes
+    /// both sums and nothing else changes the bytes alive; kept apart,
+    /// they took 8 bytes a stack: 4 MB at half a million).
+    #[inline(always)]
+    pub fn alive(&self) -> i64 {
+        self.alloc_sum.wrapping_sub(self.free_sum) as i64
+    }
+
+    /// `add_alive` for the share at the peak only: `delta`, the event's
+    /// bytes, is already in the sums.
     #[inline(always)]
     pub fn shift(&mut self, delta: i64, m: &Move) {
+        let alive = self.alive();
         if self.epoch != m.peak_before {
-            self.at_peak = self.alive;
+            self.at_peak = alive.wrapping_sub(delta);
         }
-        self.alive += delta;
         if m.set_peak() {
-            self.at_peak = self.alive;
+            self.at_peak = alive;
         }
         self.epoch = m.peak_after;
     }
 
-    /// Adds `delta` to this entry's bytes alive, in the place `m` gave
+    /// Counts `delta` (already in the sums) in this entry's bytes alive, in the place `m` gave
     /// the event in the order of all (see `data::level`). `at_peak` keeps
     /// the entry's bytes as of the peak `epoch`: where a peak was set since
     /// the entry's last change, its bytes then are its bytes now; and the
@@ -108,18 +116,19 @@ impl PerStack {
     #[inline(always)]
     pub fn add_alive(&mut self, id: StackId, delta: i64, m: &Move) {
         self.shift(delta, m);
-        let pending = self.alive - self.flushed;
+        let alive = self.alive();
+        let pending = alive - self.flushed;
         let e = stacks::entry(id);
         if delta > 0 {
             let cand = e.alive.load(Ordering::Relaxed) + pending;
             if cand > e.max_alive.load(Ordering::Relaxed) as i64 {
                 let now = add_i64(&e.alive, pending);
-                self.flushed = self.alive;
+                self.flushed = alive;
                 max_u64(&e.max_alive, now.max(0) as u64);
             }
         } else if pending < -SLACK {
             add_i64(&e.alive, pending);
-            self.flushed = self.alive;
+            self.flushed = alive;
         }
     }
 }
@@ -177,12 +186,16 @@ fn split_range(m: &MinMaxSum) -> ((u32, u32), (u64, u64)) {
     ((small(m.min), small(m.max)), (big_min, big_max))
 }
 
-/// Stack id -> counters: an open-addressing index of (id, position) pairs
-/// over entries kept densely in order of first use (their capacity beyond
-/// their number is mapped, never touched: it costs no memory).
+/// Stack id -> counters: each id's position among entries kept densely in
+/// order of first use (their capacity beyond their number is mapped, never
+/// touched: it costs no memory), in pages of `PAGE` ids made as ids are
+/// met. Ids are given in order of first use in the process, so a thread's
+/// pages are mostly full: 4 bytes a stack, where a hash index of (id,
+/// position) pairs, kept half empty, took 16 (8 MB at half a million).
 pub struct StackMap {
-    /// (id + 1, position in `vals`); id 0 marks an empty slot.
-    slots: Vec<(u32, u32)>,
+    /// Page `id / PAGE`, empty until an id there is met: position plus one
+    /// of each id (0: none).
+    pages: Vec<Vec<u32>>,
     vals: Vec<PerStack>,
     rare: Vec<Rare>,
     /// Ids looked up lately, plus one, with their positions, direct-mapped
@@ -194,6 +207,7 @@ pub struct StackMap {
 }
 
 const RECENT: usize = 16;
+const PAGE: usize = 1024;
 
 impl Default for StackMap {
     fn default() -> Self {
@@ -207,7 +221,7 @@ impl StackMap {
     /// table (states are never freed; see `thread::state::for_each_state`).
     pub const fn new() -> Self {
         StackMap {
-            slots: Vec::new(),
+            pages: Vec::new(),
             vals: Vec::new(),
             rare: Vec::new(),
             recent: [(0, 0); RECENT],
@@ -245,41 +259,22 @@ impl StackMap {
             // (Key 0, never an id's, marks an empty entry.)
             return Some(at as usize);
         }
-        if self.slots.is_empty() && !self.grow() {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
-        loop {
-            let (k, at) = self.slots[i];
-            if k == key {
-                self.recent[r] = (key, at);
-                return Some(at as usize);
+        match self.find(id) {
+            Some(at) => {
+                self.recent[r] = (key, at as u32);
+                Some(at)
             }
-            if k == 0 {
-                break;
-            }
-            i = (i + 1) & mask;
+            None => self.insert(id),
         }
-        self.insert(id, i)
     }
 
     /// The position of `id`, if the map has it (nothing is added).
+    #[inline(always)]
     pub fn find(&self, id: StackId) -> Option<usize> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = (id as usize).wrapping_mul(0x9E37_79B9) & mask;
-        loop {
-            let (k, at) = self.slots[i];
-            if k == id + 1 {
-                return Some(at as usize);
-            }
-            if k == 0 {
-                return None;
-            }
-            i = (i + 1) & mask;
+        let page = self.pages.get(id as usize / PAGE)?;
+        match page.get(id as usize % PAGE) {
+            Some(&at) if at != 0 => Some(at as usize - 1),
+            _ => None,
         }
     }
 
@@ -299,43 +294,24 @@ impl StackMap {
         Some(at)
     }
 
-    /// Adds `id`, whose probe ended at the empty slot `i`.
+    /// Adds `id`, which the map does not have.
     #[cold]
-    fn insert(&mut self, id: StackId, i: usize) -> Option<usize> {
-        if (self.vals.len() + 1) * 2 > self.slots.len() {
-            if !self.grow() {
-                return None;
-            }
-            return self.position(id);
-        }
+    fn insert(&mut self, id: StackId) -> Option<usize> {
+        let p = id as usize / PAGE;
         // Room first, so that a refusal leaves the map as it was.
-        if self.vals.try_reserve(1).is_err() {
-            return None;
+        if p >= self.pages.len() {
+            self.pages.try_reserve(p + 1 - self.pages.len()).ok()?;
+            self.pages.resize_with(p + 1, Vec::new);
         }
+        if self.pages[p].is_empty() {
+            self.pages[p] = filled(PAGE, 0)?;
+        }
+        self.vals.try_reserve(1).ok()?;
         let at = self.vals.len() as u32;
-        self.slots[i] = (id + 1, at);
+        self.pages[p][id as usize % PAGE] = at + 1;
         self.vals.push(PerStack::new(id));
         self.recent[id as usize % RECENT] = (id + 1, at);
         Some(at as usize)
-    }
-
-    /// Doubles the index; false (the map as it was) when memory ran out.
-    #[cold]
-    fn grow(&mut self) -> bool {
-        let cap = (self.slots.len() * 2).max(64);
-        let Some(slots) = filled(cap, (0, 0)) else {
-            return false;
-        };
-        self.slots = slots;
-        let mask = cap - 1;
-        for (at, ps) in self.vals.iter().enumerate() {
-            let mut i = (ps.id as usize).wrapping_mul(0x9E37_79B9) & mask;
-            while self.slots[i].0 != 0 {
-                i = (i + 1) & mask;
-            }
-            self.slots[i] = (ps.id + 1, at as u32);
-        }
-        true
     }
 
     /// The entry at `at` in full.
@@ -372,7 +348,7 @@ impl StackMap {
         }
         Full {
             t,
-            alive: ps.alive,
+            alive: ps.alive(),
             flushed: ps.flushed,
             at_peak: ps.at_peak,
             epoch: ps.epoch,
@@ -423,9 +399,10 @@ impl StackMap {
             0 => (u64::MAX, 0),
             _ => (t.lifetime.min, t.lifetime.max),
         };
+        // Its bytes alive follow from the sums (see `PerStack::alive`).
+        debug_assert_eq!(f.alive, t.alloc.sum.wrapping_sub(t.free.sum) as i64);
         let ps = &mut self.vals[at];
         *ps = PerStack {
-            alive: f.alive,
             flushed: f.flushed,
             at_peak: f.at_peak,
             epoch: f.epoch,
@@ -463,18 +440,61 @@ impl StackMap {
     /// counter (a thread that ends hands its pending part over).
     pub fn flush_all(&mut self) {
         for ps in self.vals.iter_mut() {
-            let pending = ps.alive - ps.flushed;
+            let alive = ps.alive();
+            let pending = alive - ps.flushed;
             if pending != 0 {
                 stacks::entry(ps.id)
                     .alive
                     .fetch_add(pending, Ordering::Relaxed);
             }
-            ps.flushed = ps.alive;
+            ps.flushed = alive;
         }
     }
 
     /// (id, position) of every entry, in order of first use.
     pub fn iter(&self) -> impl Iterator<Item = (StackId, usize)> + '_ {
         self.vals.iter().enumerate().map(|(at, ps)| (ps.id, at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids far apart take a page each; each finds its entry, in order of
+    /// first use, and ids never met find none.
+    #[test]
+    fn ids_find_their_entries_across_pages() {
+        let mut m = StackMap::new();
+        let ids = [5, 3000, 1_000_000, 1023, 1024];
+        for (k, &id) in ids.iter().enumerate() {
+            assert!(m.get(id).is_some());
+            assert_eq!(m.find(id), Some(k));
+        }
+        assert!(m.get(5).is_some(), "met again: no new entry");
+        assert_eq!(m.len(), ids.len());
+        for id in [0, 6, 2999, 999_999, 2_000_000] {
+            assert_eq!(m.find(id), None);
+        }
+        assert_eq!(m.pages.iter().filter(|p| !p.is_empty()).count(), 4);
+        let mut next = 0;
+        assert_eq!(m.find_next(5, &mut next), Some(0));
+        assert_eq!(m.find_next(3000, &mut next), Some(1));
+        assert_eq!(m.iter().map(|(id, _)| id).collect::<Vec<_>>(), ids.to_vec());
+    }
+
+    /// An entry's bytes alive are what it allocated less what it freed.
+    #[test]
+    fn bytes_alive_follow_the_sums() {
+        let mut m = StackMap::new();
+        let mut s = m.get(7).unwrap();
+        s.add_alloc(100, 1, 100);
+        s.add_alloc(50, 1, 50);
+        s.add_free(100, 1, 100);
+        assert_eq!(s.ps.alive(), 50);
+        s.add_free(50, 1, 50);
+        s.add_free(8, 1, 8); // a block of another thread's, freed here
+        assert_eq!(s.ps.alive(), -8);
+        assert_eq!(m.full(0).alive, -8);
     }
 }
