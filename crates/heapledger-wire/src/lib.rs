@@ -56,7 +56,7 @@ pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"MTSTACK3");
 /// Stack `id` is entry `id % (1 << chunk_bits)` of the chunk whose address is
 /// the 8-byte word `id >> chunk_bits` of the directory at `dir`. An entry is
 /// `entry_size` bytes; at `len_offset` it holds the number of its own
-/// frames (4 bytes), kept as ids of distinct return addresses (2 or 4
+/// frames (2 bytes), kept as ids of distinct return addresses (2 or 4
 /// bytes each, as the recorder's flags in the entry say) at the address at
 /// `frames_offset`. A stack's outer frames may be another's, stored before
 /// it and not repeated. Ids below the 4-byte count at `count` are
@@ -114,7 +114,7 @@ impl StackRegistry {
                 .checked_add(4)
                 .is_some_and(|e| e <= r.entry_size)
             && r.len_offset
-                .checked_add(4)
+                .checked_add(2)
                 .is_some_and(|e| e <= r.entry_size);
         sane.then_some(r)
     }

@@ -109,7 +109,7 @@ impl LiveStacks {
             }
             let l = r.len_offset as usize;
             for e in entries.chunks_exact(size) {
-                let len = u32::from_le_bytes(e[l..l + 4].try_into().unwrap_or([0; 4]));
+                let len = u16::from_le_bytes(e[l..l + 2].try_into().unwrap_or([0; 2]));
                 if u64::from(len) > MAX_FRAMES {
                     return None;
                 }

@@ -5,9 +5,9 @@ use super::{addr, StackEntry};
 
 /// Flags of `StackEntry::tail_word`: the own frames' ids, or the tail's,
 /// take 4 bytes each (2 otherwise).
-pub(super) const WIDE_OWN: u32 = 1 << 31;
-pub(super) const WIDE_TAIL: u32 = 1 << 30;
-pub(super) const TAIL_LEN: u32 = WIDE_TAIL - 1;
+pub(super) const WIDE_OWN: u16 = 1 << 15;
+pub(super) const WIDE_TAIL: u16 = 1 << 14;
+pub(super) const TAIL_LEN: u16 = WIDE_TAIL - 1;
 
 /// A run of stored frame ids: 2 bytes each while the process has fewer
 /// than 65 536 distinct addresses (nearly every program: Python compiling
@@ -144,7 +144,11 @@ impl Frames {
 
 pub fn frames(e: &StackEntry) -> Frames {
     Frames {
-        own: Ids::at(e.frames, e.len, e.tail_word & WIDE_OWN != 0),
-        tail: Ids::at(e.tail, e.tail_word & TAIL_LEN, e.tail_word & WIDE_TAIL != 0),
+        own: Ids::at(e.frames, e.len.into(), e.tail_word & WIDE_OWN != 0),
+        tail: Ids::at(
+            e.tail,
+            (e.tail_word & TAIL_LEN).into(),
+            e.tail_word & WIDE_TAIL != 0,
+        ),
     }
 }

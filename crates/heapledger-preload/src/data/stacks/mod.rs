@@ -23,21 +23,27 @@ use frames::{Ids, TAIL_LEN, WIDE_OWN, WIDE_TAIL};
 pub type StackId = u32;
 
 pub struct StackEntry {
-    pub hash: u64,
     /// Frames, leaf first, as ids of distinct addresses (see [`addr`]):
     /// the first `len` here (the stack's own), then more at `tail`, the
     /// outer frames it shares with a stack stored before it (part of that
     /// stack's own; see [`Frames`]). Each run holds 2-byte ids or 4-byte
     /// ones (`tail_word`'s flags).
     pub frames: *const u8,
-    pub len: u32,
-    /// The tail's length, and the flags `WIDE_OWN` and `WIDE_TAIL`.
-    pub tail_word: u32,
     pub tail: *const u8,
     /// Flushed part of the bytes alive (threads keep the rest; see `counters`).
     pub alive: AtomicI64,
     pub max_alive: AtomicU64,
+    /// The high half of the stack's hash: its tag in the index, and where
+    /// the index looks for it first (all a grown index needs).
+    pub tag: u32,
+    pub len: u16,
+    /// The tail's length, and the flags `WIDE_OWN` and `WIDE_TAIL`.
+    pub tail_word: u16,
 }
+
+/// 40 bytes an entry (half a million stacks: 20 MB); the full hash and
+/// 32-bit lengths took 48.
+const _: () = assert!(core::mem::size_of::<StackEntry>() == 40);
 
 const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
@@ -241,18 +247,17 @@ pub fn find(hash: u64, eq: &impl Fn(Frames) -> bool) -> Option<StackId> {
     // SAFETY: published indexes are never unmapped (an old one's slots
     // read as empty).
     let idx = unsafe { &*idx };
-    let tag = (hash >> 32) << 32;
-    let mut i = (hash as usize) & idx.mask;
+    let tag = hash >> 32;
+    let mut i = (tag as usize) & idx.mask;
     loop {
         // SAFETY: i <= mask.
         let s = unsafe { &*idx.slots.add(i) }.load(Ordering::Acquire);
         if s == 0 {
             return None;
         }
-        if s & !0xffff_ffff == tag {
+        if s >> 32 == tag {
             let id = (s as u32).wrapping_sub(1);
-            let e = entry(id);
-            if e.hash == hash && eq(frames(e)) {
+            if eq(frames(entry(id))) {
                 return Some(id);
             }
         }
@@ -272,7 +277,7 @@ pub fn prefetch(hash: u64) {
     // (and a prefetch does not fault anyway).
     unsafe {
         let idx = &*idx;
-        let p = idx.slots.add((hash as usize) & idx.mask);
+        let p = idx.slots.add(((hash >> 32) as usize) & idx.mask);
         #[cfg(target_arch = "x86_64")]
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
     }
@@ -294,13 +299,13 @@ fn new_index(cap: usize) -> *mut Index {
     idx
 }
 
-fn index_put(idx: &Index, hash: u64, id: StackId) {
-    let mut i = (hash as usize) & idx.mask;
+fn index_put(idx: &Index, tag: u32, id: StackId) {
+    let mut i = (tag as usize) & idx.mask;
     loop {
         // SAFETY: i <= mask.
         let s = unsafe { &*idx.slots.add(i) };
         if s.load(Ordering::Relaxed) == 0 {
-            s.store(((hash >> 32) << 32) | (id as u64 + 1), Ordering::Release);
+            s.store((u64::from(tag) << 32) | (id as u64 + 1), Ordering::Release);
             return;
         }
         i = (i + 1) & idx.mask;
@@ -353,7 +358,8 @@ pub fn intern_sharing(
         _ => Ids::EMPTY,
     };
     let own = len - tail.len();
-    if tail.len() > TAIL_LEN as usize {
+    // (Never so long: depths are clamped to 4 096 frames.)
+    if own > u16::MAX as usize || tail.len() > TAIL_LEN as usize {
         return None;
     }
     // Frames storage: the own frames' addresses from `fill`, as ids.
@@ -392,10 +398,10 @@ pub fn intern_sharing(
     // SAFETY: slot `id` of its chunk is unpublished; only we write it.
     unsafe {
         chunk.add((id as usize) & (CHUNK - 1)).write(StackEntry {
-            hash,
+            tag: (hash >> 32) as u32,
             frames,
-            len: own as u32,
-            tail_word: tail.len() as u32
+            len: own as u16,
+            tail_word: tail.len() as u16
                 | if wide_own { WIDE_OWN } else { 0 }
                 | if tail.wide() { WIDE_TAIL } else { 0 },
             tail: tail.ptr(),
@@ -420,7 +426,7 @@ pub fn intern_sharing(
         }
         for old in 0..id {
             // SAFETY: n is fresh and ours until published.
-            index_put(unsafe { &*n }, entry(old).hash, old);
+            index_put(unsafe { &*n }, entry(old).tag, old);
         }
         INDEX.store(n, Ordering::Release);
         if !idx.is_null() {
@@ -435,7 +441,7 @@ pub fn intern_sharing(
         idx = n;
     }
     // SAFETY: idx is published and never freed.
-    index_put(unsafe { &*idx }, hash, id);
+    index_put(unsafe { &*idx }, (hash >> 32) as u32, id);
     Some(id)
 }
 
