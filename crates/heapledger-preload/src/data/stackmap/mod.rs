@@ -18,6 +18,7 @@ use crate::data::counters::{Full, SLACK};
 use crate::data::histogram::filled;
 use crate::data::level::Move;
 use crate::data::stacks::{self, StackId};
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use heapledger_wire::MinMaxSum;
@@ -191,11 +192,13 @@ fn split_range(m: &MinMaxSum) -> ((u32, u32), (u64, u64)) {
 /// touched: it costs no memory), in pages of `PAGE` ids made as ids are
 /// met. Ids are given in order of first use in the process, so a thread's
 /// pages are mostly full: 4 bytes a stack, where a hash index of (id,
-/// position) pairs, kept half empty, took 16 (8 MB at half a million).
+/// position) pairs, kept half empty, took 16 (8 MB at half a million). A
+/// thread that meets one stack in each page pays 256 bytes for it, beside
+/// its 104-byte entry: pages are small for that.
 pub struct StackMap {
-    /// Page `id / PAGE`, empty until an id there is met: position plus one
+    /// Page `id / PAGE`, none until an id there is met: position plus one
     /// of each id (0: none).
-    pages: Vec<Vec<u32>>,
+    pages: Vec<Option<Box<[u32; PAGE]>>>,
     vals: Vec<PerStack>,
     rare: Vec<Rare>,
     /// Ids looked up lately, plus one, with their positions, direct-mapped
@@ -207,7 +210,7 @@ pub struct StackMap {
 }
 
 const RECENT: usize = 16;
-const PAGE: usize = 1024;
+const PAGE: usize = 64;
 
 impl Default for StackMap {
     fn default() -> Self {
@@ -271,10 +274,10 @@ impl StackMap {
     /// The position of `id`, if the map has it (nothing is added).
     #[inline(always)]
     pub fn find(&self, id: StackId) -> Option<usize> {
-        let page = self.pages.get(id as usize / PAGE)?;
-        match page.get(id as usize % PAGE) {
-            Some(&at) if at != 0 => Some(at as usize - 1),
-            _ => None,
+        let page = self.pages.get(id as usize / PAGE)?.as_ref()?;
+        match page[id as usize % PAGE] {
+            0 => None,
+            at => Some(at as usize - 1),
         }
     }
 
@@ -301,14 +304,16 @@ impl StackMap {
         // Room first, so that a refusal leaves the map as it was.
         if p >= self.pages.len() {
             self.pages.try_reserve(p + 1 - self.pages.len()).ok()?;
-            self.pages.resize_with(p + 1, Vec::new);
+            self.pages.resize_with(p + 1, || None);
         }
-        if self.pages[p].is_empty() {
-            self.pages[p] = filled(PAGE, 0)?;
+        if self.pages[p].is_none() {
+            self.pages[p] = Some(filled(PAGE, 0)?.into_boxed_slice().try_into().ok()?);
         }
         self.vals.try_reserve(1).ok()?;
         let at = self.vals.len() as u32;
-        self.pages[p][id as usize % PAGE] = at + 1;
+        if let Some(page) = &mut self.pages[p] {
+            page[id as usize % PAGE] = at + 1;
+        }
         self.vals.push(PerStack::new(id));
         self.recent[id as usize % RECENT] = (id + 1, at);
         Some(at as usize)
@@ -466,7 +471,7 @@ mod tests {
     #[test]
     fn ids_find_their_entries_across_pages() {
         let mut m = StackMap::new();
-        let ids = [5, 3000, 1_000_000, 1023, 1024];
+        let ids = [5, 3000, 1_000_000, 63, 64];
         for (k, &id) in ids.iter().enumerate() {
             assert!(m.get(id).is_some());
             assert_eq!(m.find(id), Some(k));
@@ -476,7 +481,7 @@ mod tests {
         for id in [0, 6, 2999, 999_999, 2_000_000] {
             assert_eq!(m.find(id), None);
         }
-        assert_eq!(m.pages.iter().filter(|p| !p.is_empty()).count(), 4);
+        assert_eq!(m.pages.iter().filter(|p| p.is_some()).count(), 4);
         let mut next = 0;
         assert_eq!(m.find_next(5, &mut next), Some(0));
         assert_eq!(m.find_next(3000, &mut next), Some(1));
