@@ -127,13 +127,21 @@ impl CompactStacks {
         self.node.is_empty()
     }
 
-    /// Stack `i`'s counters.
-    pub fn infos(&self, i: usize) -> StackInfos {
-        let mut v = [0u64; FIELDS];
+    /// Stack `i`'s first numbers, in `to_fields`' order, into `v`.
+    fn fields(&self, i: usize, v: &mut [u64]) {
+        let p = &self.packed;
         let mut at = self.at[i];
-        for x in &mut v {
+        for x in v.iter_mut() {
+            // Most numbers take a byte.
+            if let Some(&b) = p.get(at) {
+                if b < 0x80 {
+                    *x = u64::from(b);
+                    at += 1;
+                    continue;
+                }
+            }
             let mut shift = 0;
-            while let Some(&b) = self.packed.get(at) {
+            while let Some(&b) = p.get(at) {
                 at += 1;
                 if shift < 64 {
                     *x |= u64::from(b & 0x7f) << shift;
@@ -144,7 +152,21 @@ impl CompactStacks {
                 }
             }
         }
+    }
+
+    /// Stack `i`'s counters.
+    pub fn infos(&self, i: usize) -> StackInfos {
+        let mut v = [0u64; FIELDS];
+        self.fields(i, &mut v);
         from_fields(&v)
+    }
+
+    /// Stack `i`'s allocations, bytes allocated, frees and bytes freed (a
+    /// series point's counters), its other numbers left unread.
+    pub fn alloc_free(&self, i: usize) -> [u64; 4] {
+        let mut v = [0u64; 11];
+        self.fields(i, &mut v);
+        [v[3], v[6], v[7], v[10]]
     }
 
     /// The frames from `node` up, innermost first, into `out` (cleared).
@@ -206,6 +228,10 @@ mod tests {
         c.push(ROOT, 0x11, &StackInfos::default());
         c.push(2, 0x12, &i);
         assert_eq!(c.infos(0), i);
+        assert_eq!(
+            c.alloc_free(0),
+            [i.alloc.count, i.alloc.sum, i.free.count, i.free.sum]
+        );
         assert_eq!(c.infos(1), StackInfos::default());
         let s = c.into_stacks();
         assert_eq!(s.count, 3);

@@ -108,8 +108,7 @@ pub fn of(d: &mut Dump, id_map: &IdMap, stacks: &CompactStacks, merged: &[usize]
         .iter()
         .enumerate()
         .filter_map(|(at, last)| {
-            let i = &stacks.infos(at);
-            let now = [i.alloc.count, i.alloc.sum, i.free.count, i.free.sum];
+            let now = stacks.alloc_free(at);
             (*last != now).then_some((at as u32, now))
         })
         .collect();
