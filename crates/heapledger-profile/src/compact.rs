@@ -154,6 +154,14 @@ impl CompactStacks {
         }
     }
 
+    /// Where stack `i`'s packed counters start: for a reader that goes
+    /// through the stacks in another order than theirs, to fetch them
+    /// ahead into the cache.
+    pub fn counters_addr(&self, i: usize) -> Option<*const u8> {
+        let at = *self.at.get(i)?;
+        self.packed.get(at).map(|b| b as *const u8)
+    }
+
     /// Stack `i`'s counters.
     pub fn infos(&self, i: usize) -> StackInfos {
         let mut v = [0u64; FIELDS];
