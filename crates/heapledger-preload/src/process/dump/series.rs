@@ -7,7 +7,7 @@
 //!
 //! A stack's change is told by its count of allocations and frees (they
 //! only grow), kept per stack as 32 bits: 4 bytes a stack, 2 MB for half a
-//! million. The record is built in the recorder's memory (about 15 bytes a
+//! million. The record is built in the recorder's memory (about 10 bytes a
 //! changed stack) and appended with `O_APPEND` in one go; where memory or
 //! the write fails, no record is kept, and the next one says every change
 //! since the last record written.
@@ -50,11 +50,12 @@ impl Series {
         e.sink.put(&[0; 4]);
         e.u(seq);
         e.u(ticks);
+        let rows_at = e.sink.bytes.len();
         Some(Record {
             seen: &mut self.seen,
             e,
             prev: 0,
-            changed: Vec::new(),
+            rows_at,
         })
     }
 }
@@ -65,9 +66,10 @@ pub(super) struct Record<'a> {
     seen: &'a mut Vec<u32>,
     e: Encoder<Bytes>,
     prev: i64,
-    /// (id, its count) of the stacks written, set in `seen` once the record
-    /// is.
-    changed: Vec<(u32, u32)>,
+    /// Where the stacks start in the record: once it is written, its own
+    /// bytes say each stack's new count for `seen` (a list of them took 8
+    /// bytes a changed stack more, at every checkpoint's peak).
+    rows_at: usize,
 }
 
 impl Record<'_> {
@@ -81,11 +83,6 @@ impl Record<'_> {
             Some(&k) if k != key => {}
             _ => return,
         }
-        if self.changed.try_reserve(1).is_err() {
-            self.e.sink.failed = true;
-            return;
-        }
-        self.changed.push((id, key));
         self.e.i(i64::from(id) - self.prev);
         self.prev = i64::from(id);
         for v in [a.count, a.sum, f.count, f.sum] {
@@ -97,7 +94,7 @@ impl Record<'_> {
     /// where it could not be (memory, the file).
     pub(super) fn append(self, dump: &str) -> bool {
         let Record {
-            seen, e, changed, ..
+            seen, e, rows_at, ..
         } = self;
         let mut bytes = e.sink.bytes;
         if e.sink.failed || bytes.len() < 8 || bytes.len() - 8 > u32::MAX as usize {
@@ -132,9 +129,89 @@ impl Record<'_> {
         if sink.err != 0 {
             return false;
         }
-        for (id, key) in changed {
-            seen[id as usize] = key;
+        // Each stack written: (id less the one before, allocations, bytes,
+        // frees, bytes freed), as `see` encoded them.
+        let mut r = Varints {
+            b: &bytes,
+            at: rows_at,
+        };
+        let mut id = 0i64;
+        while let Some(delta) = r.next() {
+            let delta = ((delta >> 1) as i64) ^ -((delta & 1) as i64);
+            id = id.wrapping_add(delta);
+            let (allocs, _, frees, _) = (r.next(), r.next(), r.next(), r.next());
+            let key = allocs.unwrap_or(0).wrapping_add(frees.unwrap_or(0)) as u32;
+            if let Some(k) = seen.get_mut(id as usize) {
+                *k = key;
+            }
         }
         true
+    }
+}
+
+/// Varints read back from a record this module encoded.
+struct Varints<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Iterator for Varints<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = *self.b.get(self.at)?;
+            self.at += 1;
+            if shift < 64 {
+                v |= u64::from(b & 0x7f) << shift;
+            }
+            shift += 7;
+            if b < 0x80 {
+                return Some(v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(allocs: u64, frees: u64) -> StackCounters {
+        let mut c = StackCounters::default();
+        c.totals.alloc.count = allocs;
+        c.totals.alloc.sum = allocs * 100;
+        c.totals.free.count = frees;
+        c.totals.free.sum = frees * 100;
+        c
+    }
+
+    /// A record written sets each stack's count from its own bytes; the
+    /// next holds only the stacks that changed since.
+    #[test]
+    fn a_written_record_marks_its_stacks_seen() {
+        let dir = std::env::temp_dir().join(format!("hl-series-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dump = dir.join("p.hlraw");
+        let dump = dump.to_str().unwrap();
+        let mut s = Series::new();
+        let mut r = s.record(1, 10, 300).unwrap();
+        for id in [1, 2, 200] {
+            r.see(id, &counters(u64::from(id) * 1000, 7));
+        }
+        r.see(0, &counters(5, 0));
+        assert!(r.append(dump));
+        assert_eq!(&s.seen[..3], &[5, 1007, 2007]);
+        assert_eq!(s.seen[200], 200_007);
+        let mut r = s.record(2, 20, 300).unwrap();
+        let empty = r.e.sink.bytes.len();
+        r.see(1, &counters(1000, 7));
+        r.see(2, &counters(2000, 8));
+        assert!(r.e.sink.bytes.len() > empty, "stack 2 changed");
+        assert!(r.append(dump));
+        assert_eq!(s.seen[2], 2008);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
