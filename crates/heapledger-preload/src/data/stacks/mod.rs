@@ -83,8 +83,9 @@ pub static INSERT: SpinLock<InsertState> = SpinLock::new(InsertState {
 
 /// Distinct frame addresses, by id, in fixed-size chunks reached through a
 /// directory (as the entries: an address never moves once published).
-/// Frames are kept as 32-bit ids of these: Python compiling its library
-/// stored 5.9 million own frames of 4 638 addresses, 47 MB as addresses.
+/// Frames are kept as ids of these, 2 or 4 bytes each (see [`Frames`]):
+/// Python compiling its library stored 5.9 million own frames of 4 638
+/// addresses, 47 MB as addresses.
 const ADDR_CHUNK_BITS: u32 = 14;
 const ADDR_CHUNK: usize = 1 << ADDR_CHUNK_BITS;
 const ADDR_CHUNKS: usize = 1 << 10; // 16 M addresses
