@@ -141,6 +141,21 @@ fn compact_counters_equal_the_full_ones() {
     }
 }
 
+/// An entry's bytes alive are what it allocated less what it freed.
+#[test]
+fn bytes_alive_follow_the_sums() {
+    let mut m = StackMap::new();
+    let mut s = m.get(7).unwrap();
+    s.add_alloc(100, 1, 100);
+    s.add_alloc(50, 1, 50);
+    s.add_free(100, 1, 100);
+    assert_eq!(s.ps.alive(), 50);
+    s.add_free(50, 1, 50);
+    s.add_free(8, 1, 8); // a block of another thread's, freed here
+    assert_eq!(s.ps.alive(), -8);
+    assert_eq!(m.full(0).alive, -8);
+}
+
 #[test]
 fn small_counts_need_no_rare_record_and_read_back() {
     let mut map = StackMap::new();

@@ -487,19 +487,4 @@ mod tests {
         assert_eq!(m.find_next(3000, &mut next), Some(1));
         assert_eq!(m.iter().map(|(id, _)| id).collect::<Vec<_>>(), ids.to_vec());
     }
-
-    /// An entry's bytes alive are what it allocated less what it freed.
-    #[test]
-    fn bytes_alive_follow_the_sums() {
-        let mut m = StackMap::new();
-        let mut s = m.get(7).unwrap();
-        s.add_alloc(100, 1, 100);
-        s.add_alloc(50, 1, 50);
-        s.add_free(100, 1, 100);
-        assert_eq!(s.ps.alive(), 50);
-        s.add_free(50, 1, 50);
-        s.add_free(8, 1, 8); // a block of another thread's, freed here
-        assert_eq!(s.ps.alive(), -8);
-        assert_eq!(m.full(0).alive, -8);
-    }
 }
