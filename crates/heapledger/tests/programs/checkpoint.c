@@ -1,10 +1,13 @@
-/* Known allocations at known sites, then a wait past a checkpoint, then
- * SIGKILL (or a normal exit with argument "exit"): tests/checkpoint.rs. */
+/* Known allocations at known sites, then a wait for a checkpoint begun
+ * after them, then SIGKILL (or a normal exit with argument "exit"):
+ * tests/checkpoint.rs. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "checkpoint_wait.h"
 
 __attribute__((noinline)) void *kept_site(size_t n) { return malloc(n); }
 __attribute__((noinline)) void *freed_site(size_t n) { return malloc(n); }
@@ -16,8 +19,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 10; i++) keep[i] = kept_site(1237);
     for (int i = 0; i < 5; i++) free(freed_site(2345));
     for (int i = 0; i < 3; i++) keep[10 + i] = zeroed_site(3457);
-    struct timespec ts = {0, 400 * 1000 * 1000};
-    nanosleep(&ts, 0);
+    wait_for_checkpoint();
     if (argc > 1 && strcmp(argv[1], "exit") == 0) return 0;
     kill(getpid(), SIGKILL);
     return 1;
