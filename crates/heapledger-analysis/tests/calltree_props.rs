@@ -252,6 +252,77 @@ proptest! {
         }
     }
 
+    /// In every mode, a tree kept only where it weighs `min` or more holds
+    /// exactly the whole tree's nodes of that weight (a stub: traversed),
+    /// with the same numbers, and renders as the whole one with a limit
+    /// of twice that.
+    #[test]
+    fn a_tree_kept_where_shown_has_the_whole_trees_numbers(raw in raw_sample_sets(), percent in 0u32..60) {
+        let samples = to_samples(&raw);
+        let total = samples.total_weight();
+        let limit = f64::from(percent);
+        let min = (total as f64 * limit / 100.0 / 2.0).floor() as u64;
+        for direction in Direction::ALL {
+            for mode in CollapseMode::ALL {
+                let whole = CallTree::build(&samples, mode, direction);
+                let kept = CallTree::build_shown(&samples, mode, direction, min);
+                prop_assert_eq!(kept.total_weight(), whole.total_weight());
+                let heavy = |id: NodeId| {
+                    let node = &whole[id];
+                    let weight = if node.is_stub() { node.traversed() } else { node.inclusive() };
+                    whole.ancestors(id).all(|a| {
+                        let n = &whole[a];
+                        (if n.is_stub() { n.traversed() } else { n.inclusive() }) >= min
+                    }) && weight >= min
+                };
+                let mut expected = canonical(&whole);
+                for id in whole.node_ids().filter(|id| !heavy(*id)) {
+                    expected.remove(&(whole.path_routines(id), whole[id].is_stub()));
+                }
+                prop_assert_eq!(canonical(&kept), expected, "{:?} {:?}", mode, direction);
+                let opts = RenderOptions { limit_percent: limit, max_level: 64 };
+                prop_assert_eq!(
+                    to_text(&kept, samples.routines(), "w", &opts),
+                    to_text(&whole, samples.routines(), "w", &opts)
+                );
+            }
+        }
+    }
+
+    /// A builder fed while the routines are still being interned (the
+    /// table grows between pushes) builds the tree a full table gives.
+    #[test]
+    fn a_builder_fed_while_interning_builds_the_same_tree(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        for direction in Direction::ALL {
+            for mode in CollapseMode::ALL {
+                let mut routines = heapledger_analysis::calltree::RoutineTable::new();
+                let mut builder = CallTreeBuilder::new(mode, direction, &routines);
+                for (frames, weight) in &raw {
+                    let ids: Vec<RoutineId> =
+                        frames.iter().map(|f| routines.intern(&format!("f{f}"))).collect();
+                    builder.routines_grew(&routines);
+                    builder.push(&ids, *weight).unwrap();
+                }
+                let fed = builder.finish();
+                let whole = CallTree::build(&samples, mode, direction);
+                let names = |tree: &CallTree, table: &heapledger_analysis::calltree::RoutineTable| {
+                    canonical(tree)
+                        .into_iter()
+                        .map(|((path, stub), counts)| {
+                            let path: Vec<String> =
+                                path.iter().map(|r| table.name(*r).to_owned()).collect();
+                            (path, stub, format!("{counts:?}"))
+                        })
+                        .collect::<Vec<_>>()
+                };
+                // Stub targets are paths of routine ids, the same in both
+                // tables, since names are interned in the same order.
+                prop_assert_eq!(names(&fed, &routines), names(&whole, samples.routines()));
+            }
+        }
+    }
+
     #[test]
     fn the_replay_matches_the_reference_replay(raw in raw_sample_sets()) {
         let samples = to_samples(&raw);

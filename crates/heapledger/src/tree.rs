@@ -266,25 +266,93 @@ pub fn samples_in(
     by_line: bool,
     range: Option<&RangeRows>,
 ) -> Result<Samples> {
+    let mut samples = Samples::new();
+    feed(o, metric, by_line, range, &mut samples)?;
+    Ok(samples)
+}
+
+/// Where [`feed`] puts each stack: a [`Samples`] set (which keeps them),
+/// or a tree being built ([`TreeSink`], which keeps only the tree).
+pub trait Sink {
+    /// The routine of this name.
+    fn intern(&mut self, name: &str) -> RoutineId;
+    /// One stack, routines root first.
+    fn push(&mut self, frames: &[RoutineId], weight: u64) -> Result<()>;
+}
+
+impl Sink for Samples {
+    fn intern(&mut self, name: &str) -> RoutineId {
+        Samples::intern(self, name)
+    }
+    fn push(&mut self, frames: &[RoutineId], weight: u64) -> Result<()> {
+        Ok(Samples::push(self, frames, weight)?)
+    }
+}
+
+/// A collapsed call tree built as the stacks are read, without keeping
+/// them: a collapsed node gathers samples from many paths, so the whole
+/// tree is replayed; the stacks need not be held besides
+/// (compileall's, routine by routine, take 94 MB).
+pub struct TreeSink {
+    routines: calltree::RoutineTable,
+    builder: calltree::CallTreeBuilder,
+}
+
+impl TreeSink {
+    pub fn new(collapse: CollapseMode, direction: Direction) -> TreeSink {
+        let routines = calltree::RoutineTable::new();
+        let builder = calltree::CallTreeBuilder::new(collapse, direction, &routines);
+        TreeSink { routines, builder }
+    }
+
+    /// The tree as a render with `limit_percent` shows it (the nodes under
+    /// half the limit left out: `CallTreeBuilder::finish_pruned`), and its
+    /// routines.
+    pub fn finish(self, limit_percent: f64) -> (CallTree, calltree::RoutineTable) {
+        let total = self.builder.total_weight() as f64;
+        let min = (total * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64;
+        (self.builder.finish_pruned(min), self.routines)
+    }
+}
+
+impl Sink for TreeSink {
+    fn intern(&mut self, name: &str) -> RoutineId {
+        self.routines.intern(name)
+    }
+    fn push(&mut self, frames: &[RoutineId], weight: u64) -> Result<()> {
+        self.builder.routines_grew(&self.routines);
+        self.builder.push(frames, weight)?;
+        Ok(())
+    }
+}
+
+/// Reads the stacks of `o` weighed by `metric` (or, with `range`, by what
+/// each did in that time range: `Count` or `Bytes` only) into `sink`,
+/// routine by routine (function, or function and line with `by_line`).
+pub fn feed<S: Sink>(
+    o: &Opened,
+    metric: Metric,
+    by_line: bool,
+    range: Option<&RangeRows>,
+    sink: &mut S,
+) -> Result<()> {
     if range.is_some() && !matches!(metric, Metric::Count | Metric::Bytes) {
         anyhow::bail!("a time range or a thread weighs stacks by allocations or bytes only");
     }
     let p = &o.profile;
-    let mut samples = Samples::new();
     let mut namer = Namer::new(p, by_line);
     let mut frames = Vec::new();
-    let mut push = |stack: &[Addr], weight: u64, samples: &mut Samples| -> Result<()> {
+    let mut push = |stack: &[Addr], weight: u64, sink: &mut S| -> Result<()> {
         if weight == 0 {
             return Ok(());
         }
-        namer.path(stack, &mut |n| samples.intern(n), &mut frames);
-        samples.push(&frames, weight)?;
-        Ok(())
+        namer.path(stack, &mut |n| sink.intern(n), &mut frames);
+        sink.push(&frames, weight)
     };
     match metric {
         Metric::Waited => {
             for t in p.heapledger.iter().flat_map(|e| &e.time_lost) {
-                push(&t.stack, t.total_ns, &mut samples)?;
+                push(&t.stack, t.total_ns, &mut *sink)?;
             }
         }
         Metric::Leaked => {
@@ -294,7 +362,7 @@ pub fn samples_in(
             runtime.sort_unstable();
             for (i, l) in p.leaks.iter().enumerate() {
                 if runtime.binary_search(&i).is_err() {
-                    push(&l.stack, l.memory, &mut samples)?;
+                    push(&l.stack, l.memory, &mut *sink)?;
                 }
             }
         }
@@ -318,13 +386,13 @@ pub fn samples_in(
                         return;
                     };
                     let k = usize::from(metric == Metric::Bytes);
-                    if let Err(e) = push(stack, b[k].saturating_sub(a[k]), &mut samples) {
+                    if let Err(e) = push(stack, b[k].saturating_sub(a[k]), &mut *sink) {
                         failed = Some(e);
                     }
                     return;
                 }
                 let w = stack_weight(metric, infos, ns_per_tick);
-                if let Err(e) = push(stack, w, &mut samples) {
+                if let Err(e) = push(stack, w, &mut *sink) {
                     failed = Some(e);
                 }
             })?;
@@ -333,27 +401,27 @@ pub fn samples_in(
             }
         }
     }
-    Ok(samples)
+    Ok(())
 }
 
 /// The call tree of `samples` as far as a render with `limit_percent`
 /// shows it: without collapsing, the nodes under half the limit are never
 /// made (`CallTree::build_pruned`: the rest has the same numbers), so that
 /// a deep profile's tree costs what it shows (compileall's 405 000 stacks
-/// 46 deep: 406 MB for the whole tree).
+/// 46 deep: 406 MB for the whole tree). With collapsing, the whole tree is
+/// replayed (a collapsed node gathers samples from many paths) and only
+/// the part shown kept (`CallTree::build_shown`).
 pub fn shown_tree(
     samples: &Samples,
     collapse: CollapseMode,
     direction: Direction,
     limit_percent: f64,
 ) -> CallTree {
+    let total = samples.total_weight() as f64;
+    let min = (total * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64;
     match collapse {
-        CollapseMode::None if limit_percent > 0.0 => {
-            let total = samples.total_weight() as f64;
-            let min = (total * limit_percent / 100.0 / 2.0).floor() as u64;
-            CallTree::build_pruned(samples, direction, min)
-        }
-        _ => CallTree::build(samples, collapse, direction),
+        CollapseMode::None if min > 0 => CallTree::build_pruned(samples, direction, min),
+        _ => CallTree::build_shown(samples, collapse, direction, min),
     }
 }
 
@@ -376,27 +444,32 @@ pub fn print(p: &Opened, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
             r.from_s, r.to_s
         );
     }
-    let samples = samples_in(
-        p,
-        o.metric,
-        o.by_line,
-        range.as_ref().map(|r| r.rows.as_slice()),
-    )?;
     let direction = if o.bottom_up {
         Direction::BottomUp
     } else {
         Direction::TopDown
     };
-    let tree = shown_tree(&samples, o.collapse, direction, o.limit_percent);
+    let rows = range.as_ref().map(|r| r.rows.as_slice());
+    // Without collapsing, the stacks are kept and only the shown part of
+    // the tree made; with it, the tree is made as the stacks are read.
+    let (tree, routines) = if o.collapse == CollapseMode::None {
+        let samples = samples_in(p, o.metric, o.by_line, rows)?;
+        let tree = shown_tree(&samples, o.collapse, direction, o.limit_percent);
+        (tree, samples.into_routines())
+    } else {
+        let mut sink = TreeSink::new(o.collapse, direction);
+        feed(p, o.metric, o.by_line, rows, &mut sink)?;
+        sink.finish(o.limit_percent)
+    };
     let opts = RenderOptions {
         limit_percent: o.limit_percent,
         max_level: o.max_level,
     };
     if o.json {
-        calltree::write_json(out, &tree, samples.routines(), o.metric.name(), &opts)?;
+        calltree::write_json(out, &tree, &routines, o.metric.name(), &opts)?;
         writeln!(out)?;
     } else {
-        calltree::write_text(out, &tree, samples.routines(), o.metric.name(), &opts)?;
+        calltree::write_text(out, &tree, &routines, o.metric.name(), &opts)?;
     }
     Ok(())
 }

@@ -98,6 +98,21 @@ impl CallTreeBuilder {
         }
     }
 
+    /// Takes the routines added to the builder's table since it was made
+    /// (or since the last call): a builder fed while the names are
+    /// interned, stack by stack.
+    pub fn routines_grew(&mut self, routines: &RoutineTable) {
+        if routines.len() > self.routine_count {
+            self.routine_count = routines.len();
+            self.path.grow(self.routine_count);
+        }
+    }
+
+    /// The sum of the weights pushed so far (saturating).
+    pub fn total_weight(&self) -> u64 {
+        self.total_weight
+    }
+
     /// Makes room for `additional` more nodes.
     pub fn reserve(&mut self, additional: usize) {
         self.hot.reserve(additional);
@@ -163,33 +178,76 @@ impl CallTreeBuilder {
 
     /// The finished tree.
     pub fn finish(self) -> CallTree {
-        let nodes: Vec<Node> = (0..self.hot.len())
-            .map(|index| {
-                let hot = &self.hot[index];
-                Node {
-                    routine: self.routines[index],
-                    parent: self.parents[index],
-                    level: self.levels[index],
-                    stub_target: hot.stub_target,
-                    direct: hot.direct,
-                    indirect: hot.indirect,
-                    excl: hot.excl,
-                }
-            })
-            .collect();
+        self.finish_pruned(0)
+    }
+
+    /// The finished tree with only the nodes a display of `min_weight`
+    /// shows: a node whose inclusive weight (a stub's traversed weight) is
+    /// under it is left out with everything below it. Every node kept has
+    /// the numbers it has in the whole tree, since a child never weighs
+    /// more than its parent: a sample that credits a node credited its
+    /// parent on the way down (a stub jumps up to a node it crossed). Made
+    /// for the collapsing modes, whose whole tree is built to be exact;
+    /// only the shown part is kept past the build (see
+    /// [`CallTree::build_pruned`] for the mode without collapsing, which
+    /// never builds the rest).
+    pub fn finish_pruned(mut self, min_weight: u64) -> CallTree {
+        self.more_children = IdMap::default();
+        // The new index of each node kept (parents come before children),
+        // `u32::MAX` for one left out.
+        const OUT: u32 = u32::MAX;
+        let mut new_index = vec![OUT; self.hot.len()];
+        new_index[0] = 0;
+        let mut kept = 1u32;
+        for index in 1..self.hot.len() {
+            let hot = &self.hot[index];
+            let weight = if hot.stub_target == NodeId::NONE {
+                hot.direct.saturating_add(hot.indirect)
+            } else {
+                hot.direct
+            };
+            if new_index[self.parents[index].index()] != OUT && weight >= min_weight {
+                new_index[index] = kept;
+                kept += 1;
+            }
+        }
+        let remap = |id: NodeId| NodeId::from_index(new_index[id.index()] as usize);
+        let mut nodes: Vec<Node> = Vec::with_capacity(kept as usize);
+        for index in (0..self.hot.len()).filter(|&i| new_index[i] != OUT) {
+            let hot = &self.hot[index];
+            nodes.push(Node {
+                routine: self.routines[index],
+                parent: if index == 0 {
+                    self.parents[0]
+                } else {
+                    remap(self.parents[index])
+                },
+                level: self.levels[index],
+                // A stub's target is above it, so kept with it.
+                stub_target: if hot.stub_target == NodeId::NONE {
+                    NodeId::NONE
+                } else {
+                    remap(hot.stub_target)
+                },
+                direct: hot.direct,
+                indirect: hot.indirect,
+                excl: hot.excl,
+            });
+        }
         drop(self.hot);
+        drop(new_index);
         // Children in creation order, as one array indexed by offsets.
         let mut child_starts = vec![0u32; nodes.len() + 1];
-        for parent in &self.parents[1..] {
-            child_starts[parent.index() + 1] += 1;
+        for node in &nodes[1..] {
+            child_starts[node.parent.index() + 1] += 1;
         }
         for i in 1..child_starts.len() {
             child_starts[i] += child_starts[i - 1];
         }
         let mut next = child_starts.clone();
         let mut child_ids = vec![NodeId::HIDDEN_ROOT; nodes.len() - 1];
-        for (index, parent) in self.parents.iter().enumerate().skip(1) {
-            let slot = &mut next[parent.index()];
+        for (index, node) in nodes.iter().enumerate().skip(1) {
+            let slot = &mut next[node.parent.index()];
             child_ids[*slot as usize] = NodeId::from_index(index);
             *slot += 1;
         }
@@ -352,6 +410,13 @@ impl Path {
             },
             first_occurrences: Vec::new(),
             enabled,
+        }
+    }
+
+    /// Makes room for routines up to `routine_count`.
+    fn grow(&mut self, routine_count: usize) {
+        if self.enabled && self.nearest.len() < routine_count {
+            self.nearest.resize(routine_count, NOWHERE);
         }
     }
 

@@ -137,6 +137,21 @@ pub struct CallTree {
 impl CallTree {
     /// Builds the tree of `samples` in `mode` and `direction`.
     pub fn build(samples: &Samples, mode: CollapseMode, direction: Direction) -> CallTree {
+        Self::build_shown(samples, mode, direction, 0)
+    }
+
+    /// The tree of `samples` with only the nodes of `min_weight` or more
+    /// (a stub's traversed weight), each with the numbers it has in
+    /// [`CallTree::build`]'s tree (see
+    /// [`CallTreeBuilder::finish_pruned`]). The whole tree is built, then
+    /// only the part shown kept: without collapsing,
+    /// [`CallTree::build_pruned`] costs less.
+    pub fn build_shown(
+        samples: &Samples,
+        mode: CollapseMode,
+        direction: Direction,
+        min_weight: u64,
+    ) -> CallTree {
         let mut builder = CallTreeBuilder::new(mode, direction, samples.routines());
         // At most one node per frame; the reservation is virtual until used.
         builder.reserve(samples.frame_count().min(1 << 22));
@@ -145,7 +160,7 @@ impl CallTree {
                 .push(sample.frames, sample.weight)
                 .expect("a sample set holds only valid samples");
         }
-        builder.finish()
+        builder.finish_pruned(min_weight)
     }
 
     /// The tree of `samples` without recursion collapsing, with only the
