@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use heapledger_analysis::calltree::{
     to_json, to_text, CallTree, CallTreeBuilder, CollapseMode, Direction, FlatProfile, NodeId,
-    RenderOptions, RoutineId, Samples,
+    PrefixTree, RenderOptions, RoutineId, Samples,
 };
 use proptest::prelude::*;
 
@@ -286,6 +286,42 @@ proptest! {
                     to_text(&whole, samples.routines(), "w", &opts)
                 );
             }
+        }
+    }
+
+    /// The prefix tree fed stack by stack gives the tree `build_pruned`
+    /// gives from the sample set, for any weight kept (0: the whole tree
+    /// `build` gives), both ways.
+    #[test]
+    fn a_prefix_tree_gives_the_pruned_tree(raw in raw_sample_sets(), percent in 0u32..60) {
+        let samples = to_samples(&raw);
+        let total = samples.total_weight();
+        let min = (total as f64 * f64::from(percent) / 100.0 / 2.0).floor() as u64;
+        for direction in Direction::ALL {
+            let mut routines = heapledger_analysis::calltree::RoutineTable::new();
+            let mut prefix = PrefixTree::new(direction);
+            for (frames, weight) in &raw {
+                let ids: Vec<RoutineId> =
+                    frames.iter().map(|f| routines.intern(&format!("f{f}"))).collect();
+                prefix.routines_grew(&routines);
+                prefix.push(&ids, *weight).unwrap();
+            }
+            prop_assert_eq!(prefix.total_weight(), total);
+            let tree = prefix.into_tree(min);
+            // Names are interned in the same order: the same ids.
+            prop_assert_eq!(routines.len(), samples.routines().len());
+            let pruned = CallTree::build_pruned(&samples, direction, min);
+            prop_assert_eq!(canonical(&tree), canonical(&pruned));
+            prop_assert_eq!(tree.total_weight(), pruned.total_weight());
+            if min == 0 {
+                let whole = CallTree::build(&samples, CollapseMode::None, direction);
+                prop_assert_eq!(canonical(&tree), canonical(&whole));
+            }
+            let opts = RenderOptions { limit_percent: f64::from(percent), max_level: 64 };
+            prop_assert_eq!(
+                to_text(&tree, samples.routines(), "w", &opts),
+                to_text(&pruned, samples.routines(), "w", &opts)
+            );
         }
     }
 

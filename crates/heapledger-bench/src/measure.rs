@@ -490,6 +490,8 @@ pub enum Analysis {
     Report,
     /// `heapledger tree --collapse full PROFILE`
     Tree,
+    /// `heapledger tree PROFILE`: the default view, no collapsing.
+    TreePlain,
     /// `heaptrack_print FILE`, for reference.
     HeaptrackPrint,
 }
@@ -499,6 +501,7 @@ impl Analysis {
         match self {
             Analysis::Report => "heapledger report",
             Analysis::Tree => "heapledger tree --collapse full",
+            Analysis::TreePlain => "heapledger tree",
             Analysis::HeaptrackPrint => "heaptrack_print",
         }
     }
@@ -527,14 +530,14 @@ impl AnalysisSeries {
     }
 }
 
-/// Runs `heapledger report` and `heapledger tree --collapse full` on each
-/// kept heapledger profile, and `heaptrack_print` on each kept heaptrack
+/// Runs `heapledger report`, `heapledger tree --collapse full` and
+/// `heapledger tree` on each kept heapledger profile, and `heaptrack_print` on each kept heaptrack
 /// file, `runs` times, interleaved; output to /dev/null.
 pub fn analyses(tools: &Tools, kept: &[Kept], runs: u32) -> Vec<AnalysisSeries> {
     let mut jobs: Vec<(AnalysisSeries, &Path)> = Vec::new();
     for k in kept {
         let whats: &[Analysis] = match k.tool {
-            Tool::Heapledger(_) => &[Analysis::Report, Analysis::Tree],
+            Tool::Heapledger(_) => &[Analysis::Report, Analysis::Tree, Analysis::TreePlain],
             Tool::Heaptrack if tools.heaptrack_print.is_some() => &[Analysis::HeaptrackPrint],
             _ => &[],
         };
@@ -568,6 +571,11 @@ pub fn analyses(tools: &Tools, kept: &[Kept], runs: u32) -> Vec<AnalysisSeries> 
                 Analysis::Tree => {
                     let mut c = Command::new(&tools.heapledger);
                     c.args(["tree", "--collapse", "full"]).arg(*path);
+                    c
+                }
+                Analysis::TreePlain => {
+                    let mut c = Command::new(&tools.heapledger);
+                    c.arg("tree").arg(*path);
                     c
                 }
                 Analysis::HeaptrackPrint => {

@@ -437,6 +437,17 @@ fn scale_targets(
         " s",
         Some(TREE_MAX_S),
     ));
+    // Issue 30 asks a reader's memory to follow what it shows, with no
+    // number: shown for reference.
+    for what in [Analysis::Tree, Analysis::TreePlain] {
+        t.push(Target::at_most(
+            name,
+            format!("{}, largest RSS", what.name()),
+            a(what).and_then(AnalysisSeries::rss_mb),
+            " MB",
+            None,
+        ));
+    }
 }
 
 fn thread_rows(cases: &[Case], series: &[Series]) -> Vec<ThreadRow> {

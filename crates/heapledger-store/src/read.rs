@@ -62,6 +62,31 @@ pub struct SnapshotInfo {
 /// timeline... are far smaller).
 const SECTION_MAX: usize = 256 << 20;
 
+/// A section's bytes, in a buffer of their own size: the size its zstd
+/// frame states (the writer's always does), at most [`SECTION_MAX`]; a
+/// frame that states none is read as a stream, to the same limit. (A
+/// buffer of the limit itself, 256 MiB, was the largest allocation of
+/// `tree` on a large profile, though mostly never touched.)
+fn decompress_section(blob: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read;
+    match zstd::zstd_safe::get_frame_content_size(blob) {
+        Ok(Some(n)) => {
+            let n = usize::try_from(n).ok().filter(|&n| n <= SECTION_MAX)?;
+            zstd::bulk::decompress(blob, n).ok()
+        }
+        Ok(None) => {
+            let mut out = Vec::new();
+            zstd::stream::read::Decoder::new(blob)
+                .ok()?
+                .take(SECTION_MAX as u64 + 1)
+                .read_to_end(&mut out)
+                .ok()?;
+            (out.len() <= SECTION_MAX).then_some(out)
+        }
+        Err(_) => None,
+    }
+}
+
 fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
 }
@@ -205,8 +230,8 @@ impl Store {
             )
             .optional()?;
         let Some(blob) = blob else { return Ok(None) };
-        let json = zstd::bulk::decompress(&blob, SECTION_MAX)
-            .map_err(|_| corrupt(format!("its section {name} does not decompress")))?;
+        let json = decompress_section(&blob)
+            .ok_or_else(|| corrupt(format!("its section {name} does not decompress")))?;
         serde_json::from_slice(&json)
             .map(Some)
             .map_err(|e| corrupt(format!("its section {name}: {e}")))
@@ -617,5 +642,34 @@ fn infos(v: &[u64]) -> StackInfos {
         realloc_count: v[24],
         realloc_sum_delta: unzigzag(v[25]),
         temporary: v[26],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decompress_section;
+
+    #[test]
+    fn sections_decompress_with_or_without_a_stated_size() {
+        let text = b"{\"a\": 1}".repeat(1000);
+        let stated = zstd::bulk::compress(&text, 3).unwrap();
+        assert_eq!(
+            zstd::zstd_safe::get_frame_content_size(&stated).unwrap(),
+            Some(text.len() as u64)
+        );
+        assert_eq!(decompress_section(&stated).unwrap(), text);
+        // A stream states no size: read to the limit.
+        let mut streamed = Vec::new();
+        let mut e = zstd::stream::write::Encoder::new(&mut streamed, 3).unwrap();
+        std::io::Write::write_all(&mut e, &text).unwrap();
+        e.finish().unwrap();
+        assert_eq!(
+            zstd::zstd_safe::get_frame_content_size(&streamed).unwrap(),
+            None
+        );
+        assert_eq!(decompress_section(&streamed).unwrap(), text);
+        // Not zstd, or cut short.
+        assert!(decompress_section(b"not a frame").is_none());
+        assert!(decompress_section(&stated[..stated.len() / 2]).is_none());
     }
 }

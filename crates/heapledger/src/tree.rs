@@ -289,29 +289,47 @@ impl Sink for Samples {
     }
 }
 
-/// A collapsed call tree built as the stacks are read, without keeping
-/// them: a collapsed node gathers samples from many paths, so the whole
-/// tree is replayed; the stacks need not be held besides
-/// (compileall's, routine by routine, take 94 MB).
+/// A call tree built as the stacks are read, without keeping them (the
+/// frames of compileall's stacks, routine by routine, take 130 MB): a
+/// prefix tree without collapsing (`PrefixTree`, 24 bytes a node), the
+/// collapsed tree itself otherwise (a collapsed node gathers samples from
+/// many paths, so the whole tree is replayed). Only the part a render
+/// shows is made into the tree.
 pub struct TreeSink {
     routines: calltree::RoutineTable,
-    builder: calltree::CallTreeBuilder,
+    tree: Building,
+}
+
+enum Building {
+    Prefix(calltree::PrefixTree),
+    Collapsed(calltree::CallTreeBuilder),
 }
 
 impl TreeSink {
     pub fn new(collapse: CollapseMode, direction: Direction) -> TreeSink {
         let routines = calltree::RoutineTable::new();
-        let builder = calltree::CallTreeBuilder::new(collapse, direction, &routines);
-        TreeSink { routines, builder }
+        let tree = match collapse {
+            CollapseMode::None => Building::Prefix(calltree::PrefixTree::new(direction)),
+            _ => Building::Collapsed(calltree::CallTreeBuilder::new(
+                collapse, direction, &routines,
+            )),
+        };
+        TreeSink { routines, tree }
     }
 
     /// The tree as a render with `limit_percent` shows it (the nodes under
-    /// half the limit left out: `CallTreeBuilder::finish_pruned`), and its
-    /// routines.
+    /// half the limit left out), and its routines.
     pub fn finish(self, limit_percent: f64) -> (CallTree, calltree::RoutineTable) {
-        let total = self.builder.total_weight() as f64;
-        let min = (total * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64;
-        (self.builder.finish_pruned(min), self.routines)
+        let total = match &self.tree {
+            Building::Prefix(p) => p.total_weight(),
+            Building::Collapsed(b) => b.total_weight(),
+        };
+        let min = (total as f64 * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64;
+        let tree = match self.tree {
+            Building::Prefix(p) => p.into_tree(min),
+            Building::Collapsed(b) => b.finish_pruned(min),
+        };
+        (tree, self.routines)
     }
 }
 
@@ -320,8 +338,16 @@ impl Sink for TreeSink {
         self.routines.intern(name)
     }
     fn push(&mut self, frames: &[RoutineId], weight: u64) -> Result<()> {
-        self.builder.routines_grew(&self.routines);
-        self.builder.push(frames, weight)?;
+        match &mut self.tree {
+            Building::Prefix(p) => {
+                p.routines_grew(&self.routines);
+                p.push(frames, weight)?;
+            }
+            Building::Collapsed(b) => {
+                b.routines_grew(&self.routines);
+                b.push(frames, weight)?;
+            }
+        }
         Ok(())
     }
 }
@@ -450,17 +476,9 @@ pub fn print(p: &Opened, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
         Direction::TopDown
     };
     let rows = range.as_ref().map(|r| r.rows.as_slice());
-    // Without collapsing, the stacks are kept and only the shown part of
-    // the tree made; with it, the tree is made as the stacks are read.
-    let (tree, routines) = if o.collapse == CollapseMode::None {
-        let samples = samples_in(p, o.metric, o.by_line, rows)?;
-        let tree = shown_tree(&samples, o.collapse, direction, o.limit_percent);
-        (tree, samples.into_routines())
-    } else {
-        let mut sink = TreeSink::new(o.collapse, direction);
-        feed(p, o.metric, o.by_line, rows, &mut sink)?;
-        sink.finish(o.limit_percent)
-    };
+    let mut sink = TreeSink::new(o.collapse, direction);
+    feed(p, o.metric, o.by_line, rows, &mut sink)?;
+    let (tree, routines) = sink.finish(o.limit_percent);
     let opts = RenderOptions {
         limit_percent: o.limit_percent,
         max_level: o.max_level,

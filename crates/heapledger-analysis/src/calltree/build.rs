@@ -236,30 +236,13 @@ impl CallTreeBuilder {
         }
         drop(self.hot);
         drop(new_index);
-        // Children in creation order, as one array indexed by offsets.
-        let mut child_starts = vec![0u32; nodes.len() + 1];
-        for node in &nodes[1..] {
-            child_starts[node.parent.index() + 1] += 1;
-        }
-        for i in 1..child_starts.len() {
-            child_starts[i] += child_starts[i - 1];
-        }
-        let mut next = child_starts.clone();
-        let mut child_ids = vec![NodeId::HIDDEN_ROOT; nodes.len() - 1];
-        for (index, node) in nodes.iter().enumerate().skip(1) {
-            let slot = &mut next[node.parent.index()];
-            child_ids[*slot as usize] = NodeId::from_index(index);
-            *slot += 1;
-        }
-        CallTree {
-            mode: self.mode,
-            direction: self.direction,
+        CallTree::from_nodes(
+            self.mode,
+            self.direction,
             nodes,
-            child_starts,
-            child_ids,
-            routine_count: self.routine_count,
-            total_weight: self.total_weight,
-        }
+            self.routine_count,
+            self.total_weight,
+        )
     }
 
     fn next_stamp(&mut self) {

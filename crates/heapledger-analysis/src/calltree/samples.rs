@@ -99,11 +99,6 @@ impl Samples {
         &self.routines
     }
 
-    /// The routine table, the samples dropped.
-    pub fn into_routines(self) -> RoutineTable {
-        self.routines
-    }
-
     /// Interns a routine name in this set's table.
     pub fn intern(&mut self, name: &str) -> RoutineId {
         self.routines.intern(name)

@@ -163,6 +163,40 @@ impl CallTree {
         builder.finish_pruned(min_weight)
     }
 
+    /// A tree of `nodes` (index 0 the hidden root; each parent before its
+    /// children), its children listed in the order of the nodes.
+    pub(crate) fn from_nodes(
+        mode: CollapseMode,
+        direction: Direction,
+        nodes: Vec<Node>,
+        routine_count: usize,
+        total_weight: u64,
+    ) -> CallTree {
+        let mut child_starts = vec![0u32; nodes.len() + 1];
+        for node in &nodes[1..] {
+            child_starts[node.parent.index() + 1] += 1;
+        }
+        for i in 1..child_starts.len() {
+            child_starts[i] += child_starts[i - 1];
+        }
+        let mut next = child_starts.clone();
+        let mut child_ids = vec![NodeId::HIDDEN_ROOT; nodes.len() - 1];
+        for (index, node) in nodes.iter().enumerate().skip(1) {
+            let slot = &mut next[node.parent.index()];
+            child_ids[*slot as usize] = NodeId::from_index(index);
+            *slot += 1;
+        }
+        CallTree {
+            mode,
+            direction,
+            nodes,
+            child_starts,
+            child_ids,
+            routine_count,
+            total_weight,
+        }
+    }
+
     /// The tree of `samples` without recursion collapsing, with only the
     /// nodes of `min_weight` or more: each lighter subtree is left out and
     /// its weight kept in its parent's inclusive weight (not its own), so
