@@ -325,6 +325,35 @@ proptest! {
         }
     }
 
+    /// With direct collapsing, the prefix tree gives the tree the builder
+    /// gives, kept where it weighs `min` or more, both ways.
+    #[test]
+    fn a_direct_collapse_prefix_tree_gives_the_builders_tree(raw in raw_sample_sets(), percent in 0u32..60) {
+        let samples = to_samples(&raw);
+        let total = samples.total_weight();
+        let min = (total as f64 * f64::from(percent) / 100.0 / 2.0).floor() as u64;
+        for direction in Direction::ALL {
+            let mut routines = heapledger_analysis::calltree::RoutineTable::new();
+            let mut prefix = PrefixTree::direct_collapse(direction);
+            for (frames, weight) in &raw {
+                let ids: Vec<RoutineId> =
+                    frames.iter().map(|f| routines.intern(&format!("f{f}"))).collect();
+                prefix.routines_grew(&routines);
+                prefix.push(&ids, *weight).unwrap();
+            }
+            let tree = prefix.into_tree(min);
+            let built = CallTree::build_shown(&samples, CollapseMode::Direct, direction, min);
+            prop_assert_eq!(tree.mode(), CollapseMode::Direct);
+            prop_assert_eq!(canonical(&tree), canonical(&built));
+            prop_assert_eq!(tree.total_weight(), built.total_weight());
+            let opts = RenderOptions { limit_percent: f64::from(percent), max_level: 64 };
+            prop_assert_eq!(
+                to_text(&tree, samples.routines(), "w", &opts),
+                to_text(&built, samples.routines(), "w", &opts)
+            );
+        }
+    }
+
     /// A builder fed while the routines are still being interned (the
     /// table grows between pushes) builds the tree a full table gives.
     #[test]

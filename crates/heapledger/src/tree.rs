@@ -291,10 +291,11 @@ impl Sink for Samples {
 
 /// A call tree built as the stacks are read, without keeping them (the
 /// frames of compileall's stacks, routine by routine, take 130 MB): a
-/// prefix tree without collapsing (`PrefixTree`, 24 bytes a node), the
-/// collapsed tree itself otherwise (a collapsed node gathers samples from
-/// many paths, so the whole tree is replayed). Only the part a render
-/// shows is made into the tree.
+/// prefix tree without collapsing or with direct collapsing (`PrefixTree`,
+/// 24 or 40 bytes a node), the collapsed tree itself otherwise (a node of
+/// the conservative or full modes gathers samples from many paths, so the
+/// whole tree is replayed). Only the part a render shows is made into the
+/// tree.
 pub struct TreeSink {
     routines: calltree::RoutineTable,
     tree: Building,
@@ -310,6 +311,9 @@ impl TreeSink {
         let routines = calltree::RoutineTable::new();
         let tree = match collapse {
             CollapseMode::None => Building::Prefix(calltree::PrefixTree::new(direction)),
+            CollapseMode::Direct => {
+                Building::Prefix(calltree::PrefixTree::direct_collapse(direction))
+            }
             _ => Building::Collapsed(calltree::CallTreeBuilder::new(
                 collapse, direction, &routines,
             )),
