@@ -489,3 +489,62 @@ fn flame_graph_frames_are_the_call_trees_nodes() {
         assert_eq!(frames, nodes, "inverted: {inverted}");
     }
 }
+
+/// A call tree 300 levels deep (deeper than serde_json reads back by
+/// default) goes into the HTML export whole, and `tree` prints it in every
+/// collapsing mode: the recursion's one allocation at the bottom.
+#[test]
+fn a_tree_deeper_than_a_json_readers_limit_is_exported() {
+    use serde::Deserialize;
+    let dir = Scratch::new("exports-deep");
+    let exe = dir.join("deep_recursion");
+    compile("cc", &["deep_recursion.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = dir.join("p.html");
+    let o = heapledger(&[
+        "export".as_ref(),
+        store.as_os_str(),
+        "--format".as_ref(),
+        "html".as_ref(),
+        "-o".as_ref(),
+        html.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let data = page
+        .split_once("window.HEAPLEDGER_DATA = ")
+        .and_then(|(_, rest)| rest.split_once(";</script>"))
+        .expect("the page's data")
+        .0
+        .replace("<\\/", "</");
+    let mut de = serde_json::Deserializer::from_str(&data);
+    de.disable_recursion_limit();
+    let data = serde_json::Value::deserialize(&mut de).expect("the page's data is JSON");
+    let tree = &data["tree?metric=bytes&direction=top-down&collapse=none"];
+    // Down the first children to the deepest node: `down` 256 times (the
+    // recorder keeps a stack's 256 innermost frames by default).
+    let (mut node, mut downs) = (&tree["roots"][0], 0);
+    while !node.is_null() {
+        downs += usize::from(node["routine"] == "down");
+        node = &node["children"][0];
+    }
+    assert_eq!(
+        downs,
+        256,
+        "{downs} levels of down in {}",
+        &data.to_string()[..500]
+    );
+    for collapse in ["none", "direct", "conservative", "full"] {
+        let o = heapledger(&[
+            "tree".as_ref(),
+            "--collapse".as_ref(),
+            collapse.as_ref(),
+            store.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("down"), "{collapse}: {text}");
+    }
+}

@@ -508,6 +508,10 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     if let Ok((_, info)) = answer(o, &mut cache, "flameinfo", q) {
         data.insert(format!("flameinfo?{q}"), serde_json::from_slice(&info)?);
     }
+    // The trees go in as their JSON text: a deep tree (up to 512 levels)
+    // nests deeper than serde_json reads back by default (128).
+    let mut text = serde_json::to_string(&data)?;
+    text.pop(); // the closing brace
     for (direction, collapse) in [
         ("top-down", "none"),
         ("top-down", "full"),
@@ -515,10 +519,16 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     ] {
         let q = format!("metric=bytes&direction={direction}&collapse={collapse}");
         let (_, json) = answer(o, &mut cache, "tree", &q)?;
-        data.insert(format!("tree?{q}"), serde_json::from_slice(&json)?);
+        if text.len() > 1 {
+            text.push(',');
+        }
+        text.push_str(&serde_json::to_string(&format!("tree?{q}"))?);
+        text.push(':');
+        text.push_str(std::str::from_utf8(&json)?);
     }
+    text.push('}');
     // `</` inside a string would end the script element early.
-    let data = serde_json::to_string(&data)?.replace("</", "<\\/");
+    let data = text.replace("</", "<\\/");
     Ok(INDEX_HTML
         .replace(
             "<!--STYLE-->",
