@@ -661,8 +661,8 @@ fn builder_returns_the_node_that_got_the_exclusive_weight() {
     let e2 = samples(E2);
     let mut builder = CallTreeBuilder::new(Full, Direction::TopDown, e2.routines());
     let sample = e2.get(0);
-    let last = builder.push(sample.frames, 1).unwrap().unwrap();
-    assert_eq!(builder.push(sample.frames, 0), Ok(None));
+    let last = builder.push(&sample.frames, 1).unwrap().unwrap();
+    assert_eq!(builder.push(&sample.frames, 0), Ok(None));
     let tree = builder.finish();
     let names: Vec<_> = tree
         .path_routines(last)

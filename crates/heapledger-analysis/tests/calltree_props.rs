@@ -126,7 +126,7 @@ fn reference_replay(
     };
     for sample in samples.iter().filter(|sample| sample.weight > 0) {
         let weight = sample.weight;
-        let frames = oriented(sample.frames, direction);
+        let frames = oriented(&sample.frames, direction);
         let mut path: Vec<usize> = Vec::new();
         let mut via_stub = false;
         let mut seen = HashSet::new();
@@ -208,7 +208,7 @@ fn final_nodes(samples: &Samples, mode: CollapseMode) -> (CallTree, Vec<Option<N
     let mut builder = CallTreeBuilder::new(mode, Direction::TopDown, samples.routines());
     let last = samples
         .iter()
-        .map(|sample| builder.push(sample.frames, sample.weight).unwrap())
+        .map(|sample| builder.push(&sample.frames, sample.weight).unwrap())
         .collect();
     (builder.finish(), last)
 }
@@ -289,9 +289,9 @@ proptest! {
         }
     }
 
-    /// The prefix tree fed stack by stack gives the tree `build_pruned`
-    /// gives from the sample set, for any weight kept (0: the whole tree
-    /// `build` gives), both ways.
+    /// The prefix tree fed stack by stack (which `build_pruned` uses) gives
+    /// the builder's whole tree kept where it weighs `min` or more (0: the
+    /// whole tree `build` gives), both ways.
     #[test]
     fn a_prefix_tree_gives_the_pruned_tree(raw in raw_sample_sets(), percent in 0u32..60) {
         let samples = to_samples(&raw);
@@ -310,7 +310,8 @@ proptest! {
             let tree = prefix.into_tree(min);
             // Names are interned in the same order: the same ids.
             prop_assert_eq!(routines.len(), samples.routines().len());
-            let pruned = CallTree::build_pruned(&samples, direction, min);
+            // The builder's whole tree, kept where it weighs `min` or more.
+            let pruned = CallTree::build_shown(&samples, CollapseMode::None, direction, min);
             prop_assert_eq!(canonical(&tree), canonical(&pruned));
             prop_assert_eq!(tree.total_weight(), pruned.total_weight());
             if min == 0 {
@@ -322,6 +323,48 @@ proptest! {
                 to_text(&tree, samples.routines(), "w", &opts),
                 to_text(&pruned, samples.routines(), "w", &opts)
             );
+        }
+    }
+
+    /// The prefix tree's folded lines are the whole tree's (no collapsing)
+    /// nodes kept where they weigh `min` or more, each with its inclusive
+    /// weight less its kept children's, and each lighter root as one
+    /// frame, both ways.
+    #[test]
+    fn a_prefix_trees_lines_are_the_kept_nodes_own_weights(raw in raw_sample_sets(), percent in 0u32..60) {
+        let samples = to_samples(&raw);
+        let total = samples.total_weight();
+        let min = (total as f64 * f64::from(percent) / 100.0 / 2.0).floor() as u64;
+        for direction in Direction::ALL {
+            let mut prefix = PrefixTree::new(direction);
+            prefix.routines_grew(samples.routines());
+            for sample in samples.iter() {
+                prefix.push(&sample.frames, sample.weight).unwrap();
+            }
+            let mut lines = Vec::new();
+            prefix.into_lines(min, |path, weight| lines.push((path.to_vec(), weight)));
+            lines.sort();
+            let whole = CallTree::build(&samples, CollapseMode::None, direction);
+            let kept = |id: NodeId| whole.ancestors(id).all(|a| whole[a].inclusive() >= min);
+            let mut expected = Vec::new();
+            for id in whole.node_ids() {
+                if kept(id) {
+                    let below: u64 = whole
+                        .children(id)
+                        .iter()
+                        .filter(|&&c| whole[c].inclusive() >= min)
+                        .map(|&c| whole[c].inclusive())
+                        .sum();
+                    let own = whole[id].inclusive() - below;
+                    if own > 0 {
+                        expected.push((whole.path_routines(id), own));
+                    }
+                } else if whole[id].parent().is_none() && whole[id].inclusive() > 0 {
+                    expected.push((vec![whole[id].routine()], whole[id].inclusive()));
+                }
+            }
+            expected.sort();
+            prop_assert_eq!(lines, expected, "{:?}", direction);
         }
     }
 
@@ -444,7 +487,7 @@ proptest! {
             let tree = CallTree::build(&samples, CollapseMode::None, direction);
             let mut prefixes: BTreeMap<Vec<RoutineId>, (u64, u64)> = BTreeMap::new();
             for sample in samples.iter().filter(|sample| sample.weight > 0) {
-                let frames = oriented(sample.frames, direction);
+                let frames = oriented(&sample.frames, direction);
                 for len in 1..=frames.len() {
                     prefixes.entry(frames[..len].to_vec()).or_default().0 += sample.weight;
                 }
@@ -476,7 +519,7 @@ proptest! {
         }
         for (sample, last) in samples.iter().zip(last) {
             if let Some(last) = last {
-                prop_assert_eq!(tree.path_routines(last), loop_erased(sample.frames));
+                prop_assert_eq!(tree.path_routines(last), loop_erased(&sample.frames));
             }
         }
     }
@@ -581,7 +624,7 @@ proptest! {
         let samples = to_samples(&raw);
         let mut reordered = Samples::with_routines(samples.routines().clone());
         for sample in samples.iter().rev() {
-            reordered.push(sample.frames, sample.weight).unwrap();
+            reordered.push(&sample.frames, sample.weight).unwrap();
         }
         for tree in all_trees(&samples) {
             let other = CallTree::build(&reordered, tree.mode(), tree.direction());

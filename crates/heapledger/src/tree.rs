@@ -309,9 +309,9 @@ enum Building {
 impl TreeSink {
     pub fn new(collapse: CollapseMode, direction: Direction) -> TreeSink {
         let routines = calltree::RoutineTable::new();
-        let tree = match collapse {
-            CollapseMode::None => Building::Prefix(calltree::PrefixTree::new(direction)),
-            CollapseMode::Direct => {
+        let tree = match (collapse, direction) {
+            (CollapseMode::None, _) => Building::Prefix(calltree::PrefixTree::new(direction)),
+            (CollapseMode::Direct, _) => {
                 Building::Prefix(calltree::PrefixTree::direct_collapse(direction))
             }
             _ => Building::Collapsed(calltree::CallTreeBuilder::new(

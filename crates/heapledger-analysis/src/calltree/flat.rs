@@ -32,7 +32,7 @@ impl FlatProfile {
         let mut builder = FlatProfileBuilder::new(samples.routines());
         for sample in samples.iter() {
             builder
-                .push(sample.frames, sample.weight)
+                .push(&sample.frames, sample.weight)
                 .expect("a sample set holds only valid samples");
         }
         builder.finish()

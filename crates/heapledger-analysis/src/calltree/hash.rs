@@ -6,8 +6,6 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::RoutineId;
-
 /// A `HashMap` keyed by ids.
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
@@ -40,33 +38,4 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, word: u64) {
         self.add(word);
     }
-}
-
-/// The hash of a whole stack: four independent lanes of two frames each per
-/// step, so that the multiplies do not wait on one another.
-pub(crate) fn hash_frames(frames: &[RoutineId]) -> u64 {
-    let mut lanes: [u64; 4] = [
-        0x243f_6a88_85a3_08d3,
-        0x1319_8a2e_0370_7344,
-        0xa409_3822_299f_31d0,
-        0x082e_fa98_ec4e_6c89,
-    ];
-    let mut chunks = frames.chunks_exact(8);
-    for chunk in &mut chunks {
-        for (lane, pair) in lanes.iter_mut().zip(chunk.chunks_exact(2)) {
-            let word = pair[0].index() as u64 | (pair[1].index() as u64) << 32;
-            *lane = (*lane ^ word).wrapping_mul(K).rotate_left(29);
-        }
-    }
-    let mut hash = frames.len() as u64;
-    for word in lanes
-        .into_iter()
-        .chain(chunks.remainder().iter().map(|frame| frame.index() as u64))
-    {
-        hash = (hash ^ word).wrapping_mul(K).rotate_left(29);
-    }
-    // Finish with a full avalanche (splitmix64's), as the table uses both ends.
-    hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    hash ^ (hash >> 31)
 }

@@ -99,6 +99,7 @@ mod render;
 mod routine;
 mod samples;
 mod tree;
+mod trie;
 mod walk;
 
 pub use build::CallTreeBuilder;

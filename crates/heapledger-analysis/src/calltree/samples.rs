@@ -1,20 +1,22 @@
 //! A set of weighted samples with the routine table they refer to.
 
-use super::hash::{hash_frames, IdMap};
 use super::routine::check_frames;
+use super::trie::{Trie, NONE};
 use super::{CallTreeError, RoutineId, RoutineTable};
 
 /// One sample (in a [`Samples`] set: one distinct stack with the summed weight
 /// of its samples): frames root first, and a weight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sample<'a> {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
     /// Routines from the outermost frame (`main`) to the leaf.
-    pub frames: &'a [RoutineId],
+    pub frames: Vec<RoutineId>,
     /// A count or an amount (bytes), in the unit of the chosen metric.
     pub weight: u64,
 }
 
-/// Weighted samples and their routine table, stored flat.
+/// Weighted samples and their routine table, the stacks stored as a prefix
+/// tree of routines (a [`Trie`]: stacks that share their outer frames
+/// share their nodes), each read back whole by [`get`](Self::get).
 ///
 /// Identical stacks are stored once, with the sum of their weights: a replay
 /// depends on the frames alone, so every tree and table is the same as for the
@@ -24,21 +26,18 @@ pub struct Sample<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct Samples {
     routines: RoutineTable,
-    frames: Vec<RoutineId>,
-    /// `ends[i]` is where stack `i`'s frames end in `frames`.
-    ends: Vec<usize>,
+    trie: Trie,
+    /// Per node, the stack that ends there (its index), or `NONE`.
+    stack_at: Vec<u32>,
+    /// Per stack, in the order first added: its last node ...
+    ends: Vec<u32>,
+    /// ... and its weight.
     weights: Vec<u64>,
-    /// The last stack stored with a given hash of its frames ...
-    by_hash: IdMap<u64, u32>,
-    /// ... and, per stack, the one stored before it with the same hash.
-    same_hash_before: Vec<u32>,
+    frame_count: usize,
     sample_count: u64,
     /// Frames of the sample being added by name.
     scratch: Vec<RoutineId>,
 }
-
-/// Ends a chain in `Samples::same_hash_before`.
-const NO_STACK: u32 = u32::MAX;
 
 impl Samples {
     /// No samples and an empty routine table.
@@ -114,25 +113,33 @@ impl Samples {
     pub fn push(&mut self, frames: &[RoutineId], weight: u64) -> Result<(), CallTreeError> {
         check_frames(frames, self.routines.len())?;
         self.sample_count += 1;
-        let hash = hash_frames(frames);
-        let mut at = self.by_hash.get(&hash).copied().unwrap_or(NO_STACK);
-        while at != NO_STACK {
-            if self.stack(at as usize) == frames {
-                let sum = &mut self.weights[at as usize];
-                *sum = sum.saturating_add(weight);
-                return Ok(());
-            }
-            at = self.same_hash_before[at as usize];
+        if self.stack_at.is_empty() {
+            self.stack_at.push(NONE); // the root's
         }
-        let index = u32::try_from(self.ends.len())
-            .ok()
-            .filter(|&index| index != NO_STACK)
-            .expect("more than u32::MAX - 1 distinct stacks");
-        self.same_hash_before
-            .push(self.by_hash.insert(hash, index).unwrap_or(NO_STACK));
-        self.frames.extend_from_slice(frames);
-        self.ends.push(self.frames.len());
-        self.weights.push(weight);
+        let mut at = 0;
+        for &routine in frames {
+            let (next, made) = self.trie.child(at, routine);
+            if made {
+                self.stack_at.push(NONE);
+            }
+            at = next;
+        }
+        match self.stack_at[at as usize] {
+            NONE => {
+                let index = u32::try_from(self.ends.len())
+                    .ok()
+                    .filter(|&index| index != NONE)
+                    .expect("more than u32::MAX - 1 distinct stacks");
+                self.stack_at[at as usize] = index;
+                self.ends.push(at);
+                self.weights.push(weight);
+                self.frame_count += frames.len();
+            }
+            index => {
+                let sum = &mut self.weights[index as usize];
+                *sum = sum.saturating_add(weight);
+            }
+        }
         Ok(())
     }
 
@@ -170,7 +177,12 @@ impl Samples {
 
     /// How many frames the distinct stacks hold together.
     pub fn frame_count(&self) -> usize {
-        self.frames.len()
+        self.frame_count
+    }
+
+    /// How many nodes the prefix tree of the stacks has.
+    pub fn node_count(&self) -> usize {
+        self.trie.len() - 1
     }
 
     /// Whether the set holds no stack.
@@ -190,20 +202,15 @@ impl Samples {
     /// # Panics
     ///
     /// If `index >= self.len()`.
-    pub fn get(&self, index: usize) -> Sample<'_> {
+    pub fn get(&self, index: usize) -> Sample {
         Sample {
-            frames: self.stack(index),
+            frames: self.trie.frames(self.ends[index]),
             weight: self.weights[index],
         }
     }
 
     /// Every distinct stack with its summed weight, in the order first added.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Sample<'_>> + ExactSizeIterator + '_ {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Sample> + ExactSizeIterator + '_ {
         (0..self.len()).map(|index| self.get(index))
-    }
-
-    fn stack(&self, index: usize) -> &[RoutineId] {
-        let start = if index == 0 { 0 } else { self.ends[index - 1] };
-        &self.frames[start..self.ends[index]]
     }
 }

@@ -2,7 +2,9 @@
 
 use std::ops::Index;
 
-use super::{CallTreeBuilder, CollapseMode, Direction, RoutineId, RoutineTable, Sample, Samples};
+use super::{
+    CallTreeBuilder, CollapseMode, Direction, PrefixTree, RoutineId, RoutineTable, Samples,
+};
 
 /// A node of a [`CallTree`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -157,7 +159,7 @@ impl CallTree {
         builder.reserve(samples.frame_count().min(1 << 22));
         for sample in samples.iter() {
             builder
-                .push(sample.frames, sample.weight)
+                .push(&sample.frames, sample.weight)
                 .expect("a sample set holds only valid samples");
         }
         builder.finish_pruned(min_weight)
@@ -201,68 +203,18 @@ impl CallTree {
     /// nodes of `min_weight` or more: each lighter subtree is left out and
     /// its weight kept in its parent's inclusive weight (not its own), so
     /// that every node kept has the numbers it has in [`CallTree::build`]'s
-    /// tree. The samples are grouped by path in sorted order, never built
-    /// into the whole tree: a profile of 405 000 stacks 46 deep, whose
-    /// whole tree takes 300 MB, makes a few thousand nodes.
+    /// tree. The samples go into a [`PrefixTree`] (24 bytes a node), whose
+    /// shown part only is made into the tree: a profile of 405 000 stacks
+    /// 46 deep, whose whole tree takes 300 MB, makes a few thousand nodes.
     pub fn build_pruned(samples: &Samples, direction: Direction, min_weight: u64) -> CallTree {
-        let mut builder = CallTreeBuilder::new(CollapseMode::None, direction, samples.routines());
-        let all: Vec<Sample<'_>> = samples.iter().filter(|s| s.weight > 0).collect();
-        let leaf_first = direction == Direction::BottomUp;
-        // The routine at `depth` of a sample's path, in the tree's order.
-        let at = |s: &Sample<'_>, depth: usize| -> Option<RoutineId> {
-            let n = s.frames.len();
-            (depth < n).then(|| s.frames[if leaf_first { n - 1 - depth } else { depth }])
-        };
-        // The first `depth` routines of a sample's path in the tree's
-        // order, as the builder takes them (root first; bottom-up, it
-        // reverses them).
-        fn prefix<'a>(s: &Sample<'a>, depth: usize, leaf_first: bool) -> &'a [RoutineId] {
-            match leaf_first {
-                true => &s.frames[s.frames.len() - depth..],
-                false => &s.frames[..depth],
-            }
+        let mut prefix = PrefixTree::new(direction);
+        prefix.routines_grew(samples.routines());
+        for sample in samples.iter() {
+            prefix
+                .push(&sample.frames, sample.weight)
+                .expect("a sample set holds only valid samples");
         }
-        // In the order of their paths: the samples under any node are one
-        // run of it, those ending at the node first.
-        let mut order: Vec<u32> = (0..all.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| {
-            let (a, b) = (all[a as usize].frames, all[b as usize].frames);
-            let key = |r: &RoutineId| r.index();
-            match leaf_first {
-                true => a.iter().rev().map(key).cmp(b.iter().rev().map(key)),
-                false => a.iter().map(key).cmp(b.iter().map(key)),
-            }
-        });
-        // (the run of `order` under a node, the node's depth)
-        let mut work = vec![(0..order.len(), 0usize)];
-        while let Some((range, depth)) = work.pop() {
-            let group = &order[range.clone()];
-            let mut i = 0;
-            while i < group.len() {
-                let first = &all[group[i] as usize];
-                let r = at(first, depth);
-                let mut j = i;
-                let mut weight = 0u64;
-                while j < group.len() && at(&all[group[j] as usize], depth) == r {
-                    weight = weight.saturating_add(all[group[j] as usize].weight);
-                    j += 1;
-                }
-                let path = prefix(first, depth, leaf_first);
-                let pushed = match r {
-                    // Samples that end at this node.
-                    None => builder.push(path, weight).map(|_| ()),
-                    // A child too light to show: its weight stays here.
-                    Some(_) if weight < min_weight => builder.push_hidden(path, weight),
-                    Some(_) => {
-                        work.push((range.start + i..range.start + j, depth + 1));
-                        Ok(())
-                    }
-                };
-                pushed.expect("a sample set holds only valid samples");
-                i = j;
-            }
-        }
-        builder.finish()
+        prefix.into_tree(min_weight)
     }
 
     /// The top-down (callees) tree of `samples`.
