@@ -435,12 +435,13 @@ pub fn feed<S: Sink>(
 }
 
 /// The call tree of `samples` as far as a render with `limit_percent`
-/// shows it: without collapsing, the nodes under half the limit are never
-/// made (`CallTree::build_pruned`: the rest has the same numbers), so that
-/// a deep profile's tree costs what it shows (compileall's 405 000 stacks
-/// 46 deep: 406 MB for the whole tree). With collapsing, the whole tree is
-/// replayed (a collapsed node gathers samples from many paths) and only
-/// the part shown kept (`CallTree::build_shown`).
+/// shows it: without collapsing or with direct collapsing, the nodes under
+/// half the limit are never made (`PrefixTree`: the rest has the same
+/// numbers), so that a deep profile's tree costs what it shows
+/// (compileall's 405 000 stacks 46 deep: 406 MB for the whole tree). In
+/// the conservative and full modes, the whole tree is replayed (a
+/// collapsed node gathers samples from many paths) and only the part
+/// shown kept (`CallTree::build_shown`).
 pub fn shown_tree(
     samples: &Samples,
     collapse: CollapseMode,
@@ -450,7 +451,17 @@ pub fn shown_tree(
     let total = samples.total_weight() as f64;
     let min = (total * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64;
     match collapse {
-        CollapseMode::None if min > 0 => CallTree::build_pruned(samples, direction, min),
+        CollapseMode::None => CallTree::build_pruned(samples, direction, min),
+        CollapseMode::Direct => {
+            let mut prefix = calltree::PrefixTree::direct_collapse(direction);
+            prefix.routines_grew(samples.routines());
+            for s in samples.iter() {
+                prefix
+                    .push(&s.frames, s.weight)
+                    .expect("a sample set holds only valid samples");
+            }
+            prefix.into_tree(min)
+        }
         _ => CallTree::build_shown(samples, collapse, direction, min),
     }
 }
