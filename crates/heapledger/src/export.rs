@@ -136,18 +136,12 @@ fn write_folded(
 /// its frames lighter than `min_weight` left out (narrower than the
 /// narrowest frame drawn: the frames drawn keep their exact widths; a
 /// frame left out adds its weight to its parent's own). The samples go
-/// into a prefix tree (outermost first, or leaf first for the callers'
-/// view, `reverse`: `PrefixTree::into_lines`): a profile of 400 000 stacks
+/// into `prefix` (its direction and collapsing: `PrefixTree::into_lines`),
+/// empty: a profile of 400 000 stacks
 /// 46 frames deep (512 MB of folded stacks) makes a few thousand lines in
 /// about a second.
-fn pruned_lines(samples: &Samples, reverse: bool, min_weight: u64) -> Vec<String> {
+fn pruned_lines(samples: &Samples, mut prefix: PrefixTree, min_weight: u64) -> Vec<String> {
     let names = folded_names(samples);
-    let direction = if reverse {
-        Direction::BottomUp
-    } else {
-        Direction::TopDown
-    };
-    let mut prefix = PrefixTree::new(direction);
     prefix.routines_grew(samples.routines());
     for s in samples.iter() {
         prefix
@@ -205,13 +199,15 @@ fn flame_lines(
         }
     }
     let mut kept = vec![false; ids.len()];
+    // A root lighter than a frame, whose children are in its weight.
+    let mut whole = vec![false; ids.len()];
     let mut own: Vec<u64> = vec![0; ids.len()];
     for i in 0..ids.len() {
         let node = &tree[ids[i]];
         if node.is_stub() {
             continue;
         }
-        let parent_kept = parent(i).is_none_or(|p| kept[p]);
+        let parent_kept = parent(i).is_none_or(|p| kept[p] && !whole[p]);
         if !parent_kept {
             continue;
         }
@@ -221,8 +217,10 @@ fn flame_lines(
         } else if let Some(p) = parent(i) {
             own[p] += subtree[i];
         } else {
-            // A root lighter than a frame: drawn by no one, kept whole.
+            // A root lighter than a frame: drawn by no one, kept whole
+            // (its children were counted in again, once).
             kept[i] = true;
+            whole[i] = true;
             own[i] += subtree[i];
         }
     }
@@ -402,7 +400,12 @@ fn flame_input(
     let min_weight = (samples.total_weight() as f64 * opts.min_width / 100.0 / 2.0).floor() as u64;
     let min_weight = min_weight.max(1);
     let mut lines = match weights.collapse {
-        CollapseMode::None => pruned_lines(samples, direction == Direction::BottomUp, min_weight),
+        CollapseMode::None => pruned_lines(samples, PrefixTree::new(direction), min_weight),
+        // Paths only go down here too: each subtree's own weights sum to
+        // its inclusive weight, as the prefix tree's lines take them.
+        CollapseMode::Direct => {
+            pruned_lines(samples, PrefixTree::direct_collapse(direction), min_weight)
+        }
         collapse => flame_lines(samples, collapse, direction, min_weight),
     };
     lines.sort_unstable();
@@ -588,7 +591,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            sorted(pruned_lines(&s, false, 5)),
+            sorted(pruned_lines(&s, PrefixTree::new(Direction::TopDown), 5)),
             [
                 "main 2",
                 "main;a 4",
@@ -598,10 +601,13 @@ mod tests {
             ]
         );
         // Nothing under the least weight: every stack as it is.
-        assert_eq!(pruned_lines(&s, false, 1).len(), 6);
+        assert_eq!(
+            pruned_lines(&s, PrefixTree::new(Direction::TopDown), 1).len(),
+            6
+        );
         // The callers' view: leaf first.
         assert_eq!(
-            sorted(pruned_lines(&s, true, 5)),
+            sorted(pruned_lines(&s, PrefixTree::new(Direction::BottomUp), 5)),
             [
                 "b;a;main 1000",
                 "c 3",
@@ -611,5 +617,36 @@ mod tests {
                 "other 4"
             ]
         );
+    }
+
+    /// A collapsed tree's light root is one frame of its whole weight,
+    /// its children not counted in twice; the lines add up to the total,
+    /// in every mode, both ways.
+    #[test]
+    fn a_light_roots_children_are_counted_once() {
+        let s = Samples::from_text(
+            "1000: main a
+2: other x y
+1: other x
+2: other x x
+",
+        )
+        .unwrap();
+        for collapse in CollapseMode::ALL {
+            for direction in Direction::ALL {
+                let lines = match collapse {
+                    CollapseMode::None => pruned_lines(&s, PrefixTree::new(direction), 100),
+                    CollapseMode::Direct => {
+                        pruned_lines(&s, PrefixTree::direct_collapse(direction), 100)
+                    }
+                    _ => flame_lines(&s, collapse, direction, 100),
+                };
+                let sum: u64 = lines
+                    .iter()
+                    .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+                    .sum();
+                assert_eq!(sum, 1005, "{collapse:?} {direction:?}: {lines:?}");
+            }
+        }
     }
 }

@@ -758,3 +758,66 @@ fn wait_within(
     let _ = child.kill();
     None
 }
+
+/// The flame graph's tooltips on a program that recurses: with no
+/// collapsing and with direct collapsing (one pass over the stacks), every
+/// frame drawn has its weights, both ways; with direct collapsing they
+/// are the call tree's inclusive weights (`tree --collapse direct`).
+#[test]
+fn tooltips_of_a_recursive_program_weigh_every_frame() {
+    let dir = Scratch::new("viewer-recursion");
+    let exe = dir.join("recursion");
+    compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut child, url) = start_view(&store, None);
+    let mut bytes_seen = Vec::new();
+    for collapse in ["none", "direct"] {
+        for inverted in [0, 1] {
+            let q = format!("api/flameinfo?metric=bytes&inverted={inverted}&collapse={collapse}");
+            let info: serde_json::Value = serde_json::from_str(&http_get(&url, &q)).unwrap();
+            let k = info["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .position(|m| m == "bytes allocated")
+                .unwrap();
+            let frames = info["frames"].as_object().unwrap();
+            assert!(frames.len() > 3, "{collapse} {inverted}: {info}");
+            for (key, v) in frames {
+                assert!(
+                    v[k].as_u64().is_some_and(|b| b > 0),
+                    "{collapse} {inverted}: {key} {v}"
+                );
+                if collapse == "direct" && inverted == 0 {
+                    bytes_seen.push(v[k].as_u64().unwrap());
+                }
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // Each top-down frame's bytes are those of a node of the tree.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["tree", "--json", "--limit", "0", "--collapse", "direct"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let tree: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut inclusive = vec![tree["total"].as_u64().unwrap()];
+    let mut todo: Vec<&serde_json::Value> = tree["roots"].as_array().unwrap().iter().collect();
+    while let Some(n) = todo.pop() {
+        // (A stub has no inclusive weight.)
+        if let (Some(d), Some(i)) = (n["incl_direct"].as_u64(), n["incl_indirect"].as_u64()) {
+            inclusive.push(d + i);
+        }
+        todo.extend(n["children"].as_array().into_iter().flatten());
+    }
+    for b in &bytes_seen {
+        assert!(
+            inclusive.contains(b),
+            "{b} is no node's inclusive weight: {inclusive:?}"
+        );
+    }
+}

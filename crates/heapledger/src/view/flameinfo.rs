@@ -6,9 +6,11 @@
 //! view) begin with the frame's path: one pass over the stacks gives every
 //! metric at once, walking each stack down a trie of the drawn frames (a
 //! profile of 432 000 stacks 46 frames deep: a few seconds and the trie's
-//! memory, where a call tree per metric took a minute and 2.3 GB). With
-//! recursion collapsed, each metric's call tree is built in turn and the
-//! frames found in it by routine.
+//! memory, where a call tree per metric took a minute and 2.3 GB). Direct
+//! collapsing is the same walk with each run of one routine taken as one
+//! frame (its path only goes down, each node once a stack). With the
+//! conservative and full modes, each metric's call tree is built in turn
+//! and the frames found in it by routine.
 
 use super::{samples_of, SampleCache};
 use crate::export::{flame_frames, FlameFrame, Weights};
@@ -56,7 +58,14 @@ pub(super) fn flame_info(
     let frames = flame_frames(samples_of(o, cache, weights.metric, range)?, &weights);
     let metrics = tooltip_metrics(o, range);
     let values = match weights.collapse {
-        CollapseMode::None => one_pass(o, &frames, &metrics, weights.inverted, range)?,
+        CollapseMode::None | CollapseMode::Direct => one_pass(
+            o,
+            &frames,
+            &metrics,
+            weights.inverted,
+            weights.collapse == CollapseMode::Direct,
+            range,
+        )?,
         _ => per_tree(o, cache, &frames, &metrics, weights, range)?,
     };
     let frames: serde_json::Map<String, serde_json::Value> = frames
@@ -72,20 +81,28 @@ pub(super) fn flame_info(
 }
 
 /// Without collapsing: every stack walked down the trie of the frames once,
-/// its weight by every metric added to each frame it passes.
+/// its weight by every metric added to each frame it passes. With `runs`
+/// (direct collapsing), a run of one routine is one frame.
 fn one_pass(
     o: &Opened,
     frames: &[FlameFrame],
     metrics: &[Metric],
     inverted: bool,
+    runs: bool,
     range: Option<&Range>,
 ) -> Result<Vec<Vec<Option<u64>>>> {
     let p = &o.profile;
     let mut table = RoutineTable::new();
     let mut children: HashMap<(u32, RoutineId), u32> = HashMap::with_capacity(frames.len());
+    // Sorted folded lines can split one path into frames apart ("f",
+    // then "f.cold", then "f" again under the same parent): each frame
+    // stands for the first of its path (`canon`), which the walk reaches,
+    // and shows its weights.
+    let mut canon: Vec<u32> = vec![0; frames.len()];
     for (i, f) in frames.iter().enumerate().skip(1) {
         let r = table.intern(&f.name);
-        children.insert((f.parent.unwrap_or(0) as u32, r), i as u32);
+        let parent = canon[f.parent.unwrap_or(0)];
+        canon[i] = *children.entry((parent, r)).or_insert(i as u32);
     }
     let m = metrics.len();
     let mut sums = vec![0u64; frames.len() * m];
@@ -96,6 +113,9 @@ fn one_pass(
             return;
         }
         namer.path(stack, &mut |n| table.intern(n), &mut path);
+        if runs {
+            path.dedup();
+        }
         let mut at = 0u32;
         let mut visit = |at: u32| {
             for (k, v) in w.iter().enumerate() {
@@ -165,9 +185,10 @@ fn one_pass(
     }
     Ok((0..frames.len())
         .map(|i| {
+            let c = canon[i] as usize;
             (0..m)
                 .map(|k| {
-                    let v = sums[i * m + k];
+                    let v = sums[c * m + k];
                     (i == 0 || v > 0).then_some(v)
                 })
                 .collect()
