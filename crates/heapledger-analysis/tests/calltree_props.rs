@@ -32,6 +32,24 @@ fn to_samples(raw: &[(Vec<u8>, u64)]) -> Samples {
     samples
 }
 
+/// `prefix` fed the raw samples one by one, each name interned as it
+/// comes (the routine table grows between pushes), and that table.
+fn fed_while_interning(
+    raw: &[(Vec<u8>, u64)],
+    mut prefix: PrefixTree,
+) -> (PrefixTree, heapledger_analysis::calltree::RoutineTable) {
+    let mut routines = heapledger_analysis::calltree::RoutineTable::new();
+    for (frames, weight) in raw {
+        let ids: Vec<RoutineId> = frames
+            .iter()
+            .map(|f| routines.intern(&format!("f{f}")))
+            .collect();
+        prefix.routines_grew(&routines);
+        prefix.push(&ids, *weight).unwrap();
+    }
+    (prefix, routines)
+}
+
 fn all_trees(samples: &Samples) -> impl Iterator<Item = CallTree> + '_ {
     Direction::ALL.into_iter().flat_map(move |direction| {
         CollapseMode::ALL
@@ -298,14 +316,7 @@ proptest! {
         let total = samples.total_weight();
         let min = (total as f64 * f64::from(percent) / 100.0 / 2.0).floor() as u64;
         for direction in Direction::ALL {
-            let mut routines = heapledger_analysis::calltree::RoutineTable::new();
-            let mut prefix = PrefixTree::new(direction);
-            for (frames, weight) in &raw {
-                let ids: Vec<RoutineId> =
-                    frames.iter().map(|f| routines.intern(&format!("f{f}"))).collect();
-                prefix.routines_grew(&routines);
-                prefix.push(&ids, *weight).unwrap();
-            }
+            let (prefix, routines) = fed_while_interning(&raw, PrefixTree::new(direction));
             prop_assert_eq!(prefix.total_weight(), total);
             let tree = prefix.into_tree(min);
             // Names are interned in the same order: the same ids.
@@ -376,14 +387,7 @@ proptest! {
         let total = samples.total_weight();
         let min = (total as f64 * f64::from(percent) / 100.0 / 2.0).floor() as u64;
         for direction in Direction::ALL {
-            let mut routines = heapledger_analysis::calltree::RoutineTable::new();
-            let mut prefix = PrefixTree::direct_collapse(direction);
-            for (frames, weight) in &raw {
-                let ids: Vec<RoutineId> =
-                    frames.iter().map(|f| routines.intern(&format!("f{f}"))).collect();
-                prefix.routines_grew(&routines);
-                prefix.push(&ids, *weight).unwrap();
-            }
+            let (prefix, _) = fed_while_interning(&raw, PrefixTree::direct_collapse(direction));
             let tree = prefix.into_tree(min);
             let built = CallTree::build_shown(&samples, CollapseMode::Direct, direction, min);
             prop_assert_eq!(tree.mode(), CollapseMode::Direct);

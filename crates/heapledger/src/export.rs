@@ -140,16 +140,10 @@ fn write_folded(
 /// empty: a profile of 400 000 stacks
 /// 46 frames deep (512 MB of folded stacks) makes a few thousand lines in
 /// about a second.
-fn pruned_lines(samples: &Samples, mut prefix: PrefixTree, min_weight: u64) -> Vec<String> {
+fn pruned_lines(samples: &Samples, prefix: PrefixTree, min_weight: u64) -> Vec<String> {
     let names = folded_names(samples);
-    prefix.routines_grew(samples.routines());
-    for s in samples.iter() {
-        prefix
-            .push(&s.frames, s.weight)
-            .expect("a sample set holds only valid samples");
-    }
     let mut lines = Vec::new();
-    prefix.into_lines(min_weight, |path, weight| {
+    prefix.fed(samples).into_lines(min_weight, |path, weight| {
         let mut line = Vec::new();
         folded_line(&mut line, &names, path.iter().copied(), weight).expect("to memory");
         line.pop();

@@ -452,16 +452,9 @@ pub fn shown_tree(
     let min = (total * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64;
     match collapse {
         CollapseMode::None => CallTree::build_pruned(samples, direction, min),
-        CollapseMode::Direct => {
-            let mut prefix = calltree::PrefixTree::direct_collapse(direction);
-            prefix.routines_grew(samples.routines());
-            for s in samples.iter() {
-                prefix
-                    .push(&s.frames, s.weight)
-                    .expect("a sample set holds only valid samples");
-            }
-            prefix.into_tree(min)
-        }
+        CollapseMode::Direct => calltree::PrefixTree::direct_collapse(direction)
+            .fed(samples)
+            .into_tree(min),
         _ => CallTree::build_shown(samples, collapse, direction, min),
     }
 }

@@ -23,7 +23,9 @@
 use super::routine::check_frames;
 use super::tree::Node;
 use super::trie::{Trie, NONE};
-use super::{CallTree, CallTreeError, CollapseMode, Direction, NodeId, RoutineId, RoutineTable};
+use super::{
+    CallTree, CallTreeError, CollapseMode, Direction, NodeId, RoutineId, RoutineTable, Samples,
+};
 
 /// Where a stack's walk with direct collapsing stands.
 #[derive(Default)]
@@ -140,6 +142,17 @@ impl PrefixTree {
         *own = own.saturating_add(weight);
         self.total_weight = self.total_weight.saturating_add(weight);
         Ok(())
+    }
+
+    /// Every stack of `samples` pushed (their routine table taken as
+    /// known).
+    pub fn fed(mut self, samples: &Samples) -> PrefixTree {
+        self.routines_grew(samples.routines());
+        for sample in samples.iter() {
+            self.push(&sample.frames, sample.weight)
+                .expect("a sample set holds only valid samples");
+        }
+        self
     }
 
     /// The sum of the weights pushed (saturating).
