@@ -368,8 +368,13 @@ fn http_get(url: &str, path: &str) -> String {
 }
 
 fn recorded(dir: &Scratch) -> std::path::PathBuf {
-    let exe = dir.join("leaks");
-    compile("cc", &["leaks.c"], SITE_FLAGS, &exe);
+    recorded_program(dir, "leaks")
+}
+
+/// The store of `tests/programs/NAME.c` recorded in `dir`.
+fn recorded_program(dir: &Scratch, name: &str) -> std::path::PathBuf {
+    let exe = dir.join(name);
+    compile("cc", &[&format!("{name}.c")], SITE_FLAGS, &exe);
     let store = dir.join("p.sqlite");
     let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -671,11 +676,7 @@ fn the_time_lost_page_shows_the_waits() {
 #[test]
 fn the_call_tree_collapses_recursion_as_tree_does() {
     let dir = Scratch::new("viewer-recursion");
-    let exe = dir.join("recursion");
-    compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
-    let store = dir.join("p.sqlite");
-    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let store = recorded_program(&dir, "recursion");
     let (mut child, url) = start_view(&store, None);
     let seen = look(&url, "");
     unsafe { libc_kill(child.id() as i32, 2) };
@@ -766,11 +767,7 @@ fn wait_within(
 #[test]
 fn tooltips_of_a_recursive_program_weigh_every_frame() {
     let dir = Scratch::new("viewer-recursion");
-    let exe = dir.join("recursion");
-    compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
-    let store = dir.join("p.sqlite");
-    let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let store = recorded_program(&dir, "recursion");
     let (mut child, url) = start_view(&store, None);
     let mut bytes_seen = Vec::new();
     for collapse in ["none", "direct"] {
