@@ -32,8 +32,44 @@ impl Profile {
         out.flush()
     }
 
+    /// Writes compact JSON to `writer` as [`Profile::write_to`] does, its
+    /// stacks from `each` (which calls its argument with each stack's
+    /// frames and counters) instead of `stacks.stats`, each with the id
+    /// of its place (`0x1`, `0x2`...), so that a profile read stack by
+    /// stack is written without holding its stacks: the profile of 512 000
+    /// stacks that a MALT file of 566 MB holds took 608 MB whole.
+    pub fn write_streamed_to(
+        &self,
+        writer: impl Write,
+        each: impl FnOnce(&mut dyn FnMut(&[Addr], &StackInfos) -> io::Result<()>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut out = BufWriter::with_capacity(BUFFER, writer);
+        self.write_parts(&mut out, |out: &mut BufWriter<_>| {
+            out.write_all(b"{\"stats\":[")?;
+            let (mut buf, mut text, mut i) = (Vec::with_capacity(4096), [0u8; 24], 0usize);
+            each(&mut |stack, infos| {
+                buf.clear();
+                let id = Addr::native(i as u64 + 1).format_into(&mut text);
+                stat_json(&mut buf, i, stack, id, infos)?;
+                i += 1;
+                out.write_all(&buf)
+            })?;
+            write!(out, "],\"count\":{}}}", self.stacks.count)
+        })?;
+        out.flush()
+    }
+
     /// The compact JSON, as `serde_json::to_writer` would write it.
-    fn write_compact(&self, out: &mut impl Write) -> io::Result<()> {
+    fn write_compact<W: Write>(&self, out: &mut W) -> io::Result<()> {
+        self.write_parts(out, |out: &mut W| write_stacks(out, &self.stacks))
+    }
+
+    /// The compact JSON, its `stacks` written by `stacks`.
+    fn write_parts<W: Write>(
+        &self,
+        out: &mut W,
+        stacks: impl FnOnce(&mut W) -> io::Result<()>,
+    ) -> io::Result<()> {
         fn part(out: &mut impl Write, key: &[u8], value: &impl Serialize) -> io::Result<()> {
             out.write_all(key)?;
             Ok(serde_json::to_writer(&mut *out, value)?)
@@ -41,7 +77,7 @@ impl Profile {
         part(out, b"{\"run\":", &self.run)?;
         part(out, b",\"config\":", &self.config)?;
         out.write_all(b",\"stacks\":")?;
-        write_stacks(out, &self.stacks)?;
+        stacks(out)?;
         part(out, b",\"sites\":", &self.sites)?;
         part(out, b",\"timeline\":", &self.timeline)?;
         part(out, b",\"scatter\":", &self.scatter)?;
@@ -177,11 +213,22 @@ fn infos_json(buf: &mut Vec<u8>, i: &StackInfos) {
 
 /// The `i`th element of `stats` into `buf`.
 fn stack_json(buf: &mut Vec<u8>, i: usize, s: &StackStat) -> io::Result<()> {
-    start_with_stack(buf, i, &s.stack);
+    stat_json(buf, i, &s.stack, &s.stack_id, &s.infos)
+}
+
+/// The `i`th element of `stats`, given by its fields, into `buf`.
+fn stat_json(
+    buf: &mut Vec<u8>,
+    i: usize,
+    stack: &[Addr],
+    stack_id: &str,
+    infos: &StackInfos,
+) -> io::Result<()> {
+    start_with_stack(buf, i, stack);
     buf.extend_from_slice(b",\"stackId\":");
-    str_json(buf, &s.stack_id)?;
+    str_json(buf, stack_id)?;
     buf.extend_from_slice(b",\"infos\":");
-    infos_json(buf, &s.infos);
+    infos_json(buf, infos);
     buf.push(b'}');
     Ok(())
 }
@@ -299,6 +346,40 @@ mod tests {
     }
 
     /// The hand-written parts write exactly what serde's derive writes.
+    /// Stacks written as they come (`write_streamed_to`) give the file
+    /// the whole profile gives, their ids those of their places; an error
+    /// of the writer or the reader stops it.
+    #[test]
+    fn a_streamed_writer_matches_the_whole_one() {
+        let mut p = Profile::new(Run::new("heapledger-0.1.0", "a", "./a"));
+        let mut text = [0u8; 24];
+        for i in 0..5u64 {
+            let mut infos = StackInfos::default();
+            infos.alloc.add(i * 10 + 1);
+            let frames = (0..i).map(|k| Addr::native(0x1000 + k)).collect();
+            let id = Addr::native(i + 1).format_into(&mut text).to_owned();
+            p.stacks.push(StackStat::new(id, frames, infos));
+        }
+        let mut whole = Vec::new();
+        p.write_to(&mut whole).unwrap();
+        let mut head = p.clone();
+        let stats = std::mem::take(&mut head.stacks.stats);
+        let mut streamed = Vec::new();
+        head.write_streamed_to(&mut streamed, |write| {
+            for s in &stats {
+                write(&s.stack, &s.infos)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(streamed).unwrap(),
+            String::from_utf8(whole).unwrap()
+        );
+        let failed = head.write_streamed_to(Vec::new(), |_| Err(io::Error::other("cut")));
+        assert_eq!(failed.unwrap_err().to_string(), "cut");
+    }
+
     #[test]
     fn compact_writer_matches_serde() {
         let mut p = Profile::new(Run::new("heapledger-0.1.0", "a \"b\"", "./a\n"));

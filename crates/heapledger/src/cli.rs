@@ -572,12 +572,7 @@ pub fn main() -> Result<u8> {
             output,
             which,
         } => {
-            let load = if format.needs_whole_profile() {
-                crate::profiles::Load::Whole
-            } else {
-                crate::profiles::Load::Streamed
-            };
-            let o = opened(&file, &which, load)?;
+            let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             let out = output.unwrap_or_else(|| format.default_output(&file));
             let weights = crate::export::Weights {
                 metric,

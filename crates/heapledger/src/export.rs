@@ -49,12 +49,6 @@ impl Format {
         }
     }
 
-    /// Whether the format needs every stack of the profile in memory at
-    /// once (the others take them as they are read).
-    pub fn needs_whole_profile(self) -> bool {
-        matches!(self, Format::Malt)
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Format::Malt => "MALT profile",
@@ -331,6 +325,29 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
             }
             Format::Flamegraph => {
                 std::io::Write::write_all(&mut w, flame.as_ref().expect("made above"))?
+            }
+            // A store's stacks are written as they are read; a JSON
+            // profile, or processes merged, hold theirs.
+            Format::Malt if o.streams_stacks() => {
+                let mut failed = None;
+                profile
+                    .write_streamed_to(&mut w, |write| {
+                        let read = o.each_stack(|stack, infos| {
+                            if failed.is_none() {
+                                if let Err(e) = write(stack, infos) {
+                                    failed = Some(anyhow!("{e}"));
+                                }
+                            }
+                        });
+                        if let Err(e) = read {
+                            failed.get_or_insert(e);
+                        }
+                        Ok(())
+                    })
+                    .map_err(|e| anyhow!("{e}"))?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
             }
             Format::Malt => profile.write_to(&mut w).map_err(|e| anyhow!("{e}"))?,
             Format::Callgrind => heapledger_profile::callgrind::write_stacks(

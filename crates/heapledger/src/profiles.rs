@@ -113,6 +113,12 @@ impl Opened {
         }
     }
 
+    /// Whether the stacks come from a store as they are read
+    /// ([`Opened::each_stack`]), not from `profile.stacks`.
+    pub fn streams_stacks(&self) -> bool {
+        self.stream.is_some()
+    }
+
     pub fn each_stack(&self, mut f: impl FnMut(&[Addr], &StackInfos)) -> Result<()> {
         match &self.stream {
             Some((store, stream, path)) => stream
