@@ -496,22 +496,28 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
         data.insert(format!("source?file={}", uri_component(file)), one);
     }
     data.insert("sources".into(), files);
-    for (metric, inverted) in [("bytes", 0), ("count", 0), ("peak", 0), ("bytes", 1)] {
+    // What is weighed by bytes first, then the other metrics: the stacks
+    // are read once per metric (`samples_of` keeps the last).
+    let flame = |o: &Opened,
+                 cache: &mut SampleCache,
+                 data: &mut serde_json::Map<_, _>,
+                 metric: &str,
+                 inverted: u8|
+     -> Result<()> {
         let q = format!("metric={metric}&inverted={inverted}&collapse=none");
-        if let Ok((_, svg)) = answer(o, &mut cache, "flame", &q) {
-            let svg = String::from_utf8(svg)?;
-            data.insert(format!("flame?{q}"), svg.into());
+        if let Ok((_, svg)) = answer(o, cache, "flame", &q) {
+            data.insert(format!("flame?{q}"), String::from_utf8(svg)?.into());
         }
-    }
+        Ok(())
+    };
+    flame(o, &mut cache, &mut data, "bytes", 0)?;
+    flame(o, &mut cache, &mut data, "bytes", 1)?;
     // The first flame graph's tooltips with every metric.
     let q = "metric=bytes&inverted=0&collapse=none";
     if let Ok((_, info)) = answer(o, &mut cache, "flameinfo", q) {
         data.insert(format!("flameinfo?{q}"), serde_json::from_slice(&info)?);
     }
-    // The trees go in as their JSON text: a deep tree (up to 512 levels)
-    // nests deeper than serde_json reads back by default (128).
-    let mut text = serde_json::to_string(&data)?;
-    text.pop(); // the closing brace
+    let mut trees = Vec::new();
     for (direction, collapse) in [
         ("top-down", "none"),
         ("top-down", "full"),
@@ -519,10 +525,19 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     ] {
         let q = format!("metric=bytes&direction={direction}&collapse={collapse}");
         let (_, json) = answer(o, &mut cache, "tree", &q)?;
+        trees.push((format!("tree?{q}"), json));
+    }
+    flame(o, &mut cache, &mut data, "count", 0)?;
+    flame(o, &mut cache, &mut data, "peak", 0)?;
+    // The trees go in as their JSON text: a deep tree (up to 512 levels)
+    // nests deeper than serde_json reads back by default (128).
+    let mut text = serde_json::to_string(&data)?;
+    text.pop(); // the closing brace
+    for (key, json) in trees {
         if text.len() > 1 {
             text.push(',');
         }
-        text.push_str(&serde_json::to_string(&format!("tree?{q}"))?);
+        text.push_str(&serde_json::to_string(&key)?);
         text.push(':');
         text.push_str(std::str::from_utf8(&json)?);
     }
