@@ -307,33 +307,41 @@ proptest! {
         }
     }
 
-    /// The prefix tree fed stack by stack (which `build_pruned` uses) gives
-    /// the builder's whole tree kept where it weighs `min` or more (0: the
-    /// whole tree `build` gives), both ways.
+    /// The prefix tree fed stack by stack (which `build_pruned` uses),
+    /// without collapsing and with direct collapsing, gives the builder's
+    /// whole tree kept where it weighs `min` or more (0: the whole tree
+    /// `build` gives), both ways.
     #[test]
-    fn a_prefix_tree_gives_the_pruned_tree(raw in raw_sample_sets(), percent in 0u32..60) {
+    fn a_prefix_tree_gives_the_builders_tree_kept_where_shown(raw in raw_sample_sets(), percent in 0u32..60) {
         let samples = to_samples(&raw);
         let total = samples.total_weight();
         let min = (total as f64 * f64::from(percent) / 100.0 / 2.0).floor() as u64;
         for direction in Direction::ALL {
-            let (prefix, routines) = fed_while_interning(&raw, PrefixTree::new(direction));
-            prop_assert_eq!(prefix.total_weight(), total);
-            let tree = prefix.into_tree(min);
-            // Names are interned in the same order: the same ids.
-            prop_assert_eq!(routines.len(), samples.routines().len());
-            // The builder's whole tree, kept where it weighs `min` or more.
-            let pruned = CallTree::build_shown(&samples, CollapseMode::None, direction, min);
-            prop_assert_eq!(canonical(&tree), canonical(&pruned));
-            prop_assert_eq!(tree.total_weight(), pruned.total_weight());
-            if min == 0 {
-                let whole = CallTree::build(&samples, CollapseMode::None, direction);
-                prop_assert_eq!(canonical(&tree), canonical(&whole));
+            for mode in [CollapseMode::None, CollapseMode::Direct] {
+                let empty = match mode {
+                    CollapseMode::None => PrefixTree::new(direction),
+                    _ => PrefixTree::direct_collapse(direction),
+                };
+                let (prefix, routines) = fed_while_interning(&raw, empty);
+                prop_assert_eq!(prefix.total_weight(), total);
+                let tree = prefix.into_tree(min);
+                prop_assert_eq!(tree.mode(), mode);
+                // Names are interned in the same order: the same ids.
+                prop_assert_eq!(routines.len(), samples.routines().len());
+                // The builder's whole tree, kept where it weighs `min` or more.
+                let built = CallTree::build_shown(&samples, mode, direction, min);
+                prop_assert_eq!(canonical(&tree), canonical(&built), "{:?} {:?}", mode, direction);
+                prop_assert_eq!(tree.total_weight(), built.total_weight());
+                if min == 0 {
+                    let whole = CallTree::build(&samples, mode, direction);
+                    prop_assert_eq!(canonical(&tree), canonical(&whole));
+                }
+                let opts = RenderOptions { limit_percent: f64::from(percent), max_level: 64 };
+                prop_assert_eq!(
+                    to_text(&tree, samples.routines(), "w", &opts),
+                    to_text(&built, samples.routines(), "w", &opts)
+                );
             }
-            let opts = RenderOptions { limit_percent: f64::from(percent), max_level: 64 };
-            prop_assert_eq!(
-                to_text(&tree, samples.routines(), "w", &opts),
-                to_text(&pruned, samples.routines(), "w", &opts)
-            );
         }
     }
 
@@ -376,28 +384,6 @@ proptest! {
             }
             expected.sort();
             prop_assert_eq!(lines, expected, "{:?}", direction);
-        }
-    }
-
-    /// With direct collapsing, the prefix tree gives the tree the builder
-    /// gives, kept where it weighs `min` or more, both ways.
-    #[test]
-    fn a_direct_collapse_prefix_tree_gives_the_builders_tree(raw in raw_sample_sets(), percent in 0u32..60) {
-        let samples = to_samples(&raw);
-        let total = samples.total_weight();
-        let min = (total as f64 * f64::from(percent) / 100.0 / 2.0).floor() as u64;
-        for direction in Direction::ALL {
-            let (prefix, _) = fed_while_interning(&raw, PrefixTree::direct_collapse(direction));
-            let tree = prefix.into_tree(min);
-            let built = CallTree::build_shown(&samples, CollapseMode::Direct, direction, min);
-            prop_assert_eq!(tree.mode(), CollapseMode::Direct);
-            prop_assert_eq!(canonical(&tree), canonical(&built));
-            prop_assert_eq!(tree.total_weight(), built.total_weight());
-            let opts = RenderOptions { limit_percent: f64::from(percent), max_level: 64 };
-            prop_assert_eq!(
-                to_text(&tree, samples.routines(), "w", &opts),
-                to_text(&built, samples.routines(), "w", &opts)
-            );
         }
     }
 
