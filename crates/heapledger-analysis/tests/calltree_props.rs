@@ -307,6 +307,54 @@ proptest! {
         }
     }
 
+    /// A collapsed tree built in passes with a tiny budget and few levels
+    /// a pass (so that most trees take several), fed while the names are
+    /// interned, is the whole builder's tree kept where it weighs `min` or
+    /// more, in every mode and both ways, in at most one pass per node
+    /// kept plus the few that shrink its window.
+    #[test]
+    fn a_tree_built_in_passes_is_the_whole_trees_shown_part(
+        raw in raw_sample_sets(),
+        percent in 0u32..60,
+        budget in 2usize..12,
+        levels in 1u16..4,
+    ) {
+        let total: u64 = raw.iter().map(|(_, w)| w).sum();
+        let min = (total as f64 * f64::from(percent) / 100.0 / 2.0).floor() as u64;
+        let samples = to_samples(&raw);
+        for direction in Direction::ALL {
+            for mode in CollapseMode::ALL {
+                let mut routines = heapledger_analysis::calltree::RoutineTable::new();
+                let mut b = CallTreeBuilder::in_passes(mode, direction, &routines, budget, levels);
+                let mut passes = 0;
+                let tree = loop {
+                    passes += 1;
+                    prop_assert!(passes < 200, "no end of passes");
+                    for (frames, weight) in &raw {
+                        let ids: Vec<RoutineId> = frames
+                            .iter()
+                            .map(|f| routines.intern(&format!("f{f}")))
+                            .collect();
+                        b.routines_grew(&routines);
+                        b.push(&ids, *weight).unwrap();
+                    }
+                    prop_assert_eq!(b.total_weight(), total);
+                    if !b.end_pass(min) {
+                        break b.finish_pruned(min);
+                    }
+                };
+                let whole = CallTree::build_shown(&samples, mode, direction, min);
+                prop_assert_eq!(canonical(&tree), canonical(&whole), "{:?} {:?} in {} passes", mode, direction, passes);
+                prop_assert_eq!(tree.total_weight(), whole.total_weight());
+                let opts = RenderOptions { limit_percent: f64::from(percent), max_level: 64 };
+                prop_assert_eq!(
+                    to_text(&tree, samples.routines(), "w", &opts),
+                    to_text(&whole, samples.routines(), "w", &opts)
+                );
+            }
+        }
+    }
+
     /// The prefix tree fed stack by stack (which `build_pruned` uses),
     /// without collapsing and with direct collapsing, gives the builder's
     /// whole tree kept where it weighs `min` or more (0: the whole tree

@@ -314,11 +314,26 @@ impl TreeSink {
             (CollapseMode::Direct, _) => {
                 Building::Prefix(calltree::PrefixTree::direct_collapse(direction))
             }
-            _ => Building::Collapsed(calltree::CallTreeBuilder::new(
-                collapse, direction, &routines,
+            _ => Building::Collapsed(calltree::CallTreeBuilder::in_passes(
+                collapse,
+                direction,
+                &routines,
+                pass_budget(),
+                calltree::PASS_LEVELS,
             )),
         };
         TreeSink { routines, tree }
+    }
+
+    /// After the stacks were fed: whether they must be fed again, the same
+    /// way, for the tree a render with `limit_percent` shows (a collapsed
+    /// tree larger than `calltree::PASS_BUDGET` nodes is built in passes:
+    /// see `CallTreeBuilder::in_passes`).
+    pub fn another_pass(&mut self, limit_percent: f64) -> bool {
+        match &mut self.tree {
+            Building::Prefix(_) => false,
+            Building::Collapsed(b) => b.end_pass(shown_min(b.total_weight(), limit_percent)),
+        }
     }
 
     /// The tree as a render with `limit_percent` shows it (the nodes under
@@ -328,7 +343,7 @@ impl TreeSink {
             Building::Prefix(p) => p.total_weight(),
             Building::Collapsed(b) => b.total_weight(),
         };
-        let min = (total as f64 * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64;
+        let min = shown_min(total, limit_percent);
         let tree = match self.tree {
             Building::Prefix(p) => p.into_tree(min),
             Building::Collapsed(b) => b.finish_pruned(min),
@@ -354,6 +369,21 @@ impl Sink for TreeSink {
         }
         Ok(())
     }
+}
+
+/// The nodes a collapsed tree is built with, about: `calltree::PASS_BUDGET`,
+/// or `HEAPLEDGER_TREE_NODES` (for tests: a small budget takes passes).
+fn pass_budget() -> usize {
+    std::env::var("HEAPLEDGER_TREE_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(calltree::PASS_BUDGET)
+}
+
+/// The least weight of a node a render with `limit_percent` shows (those
+/// under half the limit are left out).
+fn shown_min(total: u64, limit_percent: f64) -> u64 {
+    (total as f64 * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64
 }
 
 /// Reads the stacks of `o` weighed by `metric` (or, with `range`, by what
@@ -448,8 +478,7 @@ pub fn shown_tree(
     direction: Direction,
     limit_percent: f64,
 ) -> CallTree {
-    let total = samples.total_weight() as f64;
-    let min = (total * limit_percent.max(0.0) / 100.0 / 2.0).floor() as u64;
+    let min = shown_min(samples.total_weight(), limit_percent);
     match collapse {
         CollapseMode::None => CallTree::build_pruned(samples, direction, min),
         CollapseMode::Direct => calltree::PrefixTree::direct_collapse(direction)
@@ -485,7 +514,13 @@ pub fn print(p: &Opened, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
     };
     let rows = range.as_ref().map(|r| r.rows.as_slice());
     let mut sink = TreeSink::new(o.collapse, direction);
-    feed(p, o.metric, o.by_line, rows, &mut sink)?;
+    // A collapsed tree larger than its budget takes more than one pass.
+    loop {
+        feed(p, o.metric, o.by_line, rows, &mut sink)?;
+        if !sink.another_pass(o.limit_percent) {
+            break;
+        }
+    }
     let (tree, routines) = sink.finish(o.limit_percent);
     let opts = RenderOptions {
         limit_percent: o.limit_percent,

@@ -228,6 +228,43 @@ fn c_recursion_in_every_mode() {
         .any(|r| r.starts_with("r recursion.c")));
 }
 
+/// A collapsed tree larger than its budget of nodes is built in passes
+/// over the stacks read again (`HEAPLEDGER_TREE_NODES` makes the budget 3
+/// nodes): the same text, in every mode, both ways, with every limit, from
+/// the store and from MALT's JSON.
+#[test]
+fn a_tree_built_in_passes_is_the_same_tree() {
+    let dir = Scratch::new("tree-passes");
+    let exe = dir.join("recursion");
+    compile("cc", &["recursion.c"], SITE_FLAGS, &exe);
+    let _ = profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    for prof in [dir.join("p.sqlite"), dir.join("p.json")] {
+        for mode in ["none", "direct", "conservative", "full"] {
+            for way in [&[][..], &["--bottom-up"][..]] {
+                for limit in ["0", "1", "20"] {
+                    let tree = |nodes: Option<&str>| {
+                        let mut c = heapledger();
+                        c.arg("tree")
+                            .arg(&prof)
+                            .args(["--collapse", mode, "--limit", limit, "--metric", "count"])
+                            .args(way);
+                        match nodes {
+                            Some(n) => c.env("HEAPLEDGER_TREE_NODES", n),
+                            None => c.env_remove("HEAPLEDGER_TREE_NODES"),
+                        };
+                        let o = c.output().unwrap();
+                        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                        String::from_utf8(o.stdout).unwrap()
+                    };
+                    let whole = tree(None);
+                    assert!(whole.contains(" r\n"), "{whole}");
+                    assert_eq!(tree(Some("3")), whole, "{mode} {way:?} --limit {limit}");
+                }
+            }
+        }
+    }
+}
+
 /// Every ordinary node as `routine d i e`, in no particular order.
 fn all_rows(v: &Value) -> Vec<String> {
     let mut rows = Vec::new();

@@ -18,6 +18,8 @@ use super::{CallTree, CallTreeError, CollapseMode, Direction, NodeId, RoutineId,
 const INLINE_CHILDREN: usize = 4;
 /// An unused inline child slot.
 const NO_ROUTINE: u32 = u32::MAX;
+/// A node left out (see `CallTreeBuilder::kept`).
+const OUT: u32 = u32::MAX;
 
 /// What the replay touches for each frame, in one cache line.
 #[derive(Clone, Copy, Debug)]
@@ -76,7 +78,29 @@ pub struct CallTreeBuilder {
     path: Path,
     stamp: u32,
     total_weight: u64,
+    /// Built in passes (see [`CallTreeBuilder::in_passes`]): per node,
+    /// [`OPEN`], [`REFUSED`], and how many levels below it nodes may still
+    /// be made in this pass; empty for a builder of the whole tree.
+    flags: Vec<u16>,
+    /// The levels a pass after the first makes below a node kept open.
+    depth_step: u16,
+    /// Nodes are made while the builder holds fewer than this many.
+    budget: usize,
+    /// The budget asked for (a pass may get more: see `end_pass`).
+    budget_asked: usize,
+    /// The nodes kept, and those of them kept open, after the last pass.
+    last_pass: (usize, usize),
 }
+
+/// A node that could not make a child in this pass (a level past its
+/// limit, or the budget spent): open in the next, if kept.
+const REFUSED: u16 = 0x8000;
+/// A node whose children may be made in this pass: one made in it, or one
+/// kept from the last that could not make all of its own there.
+const OPEN: u16 = 0x4000;
+/// How many levels below a node may still be made: `flags & LEVELS`;
+/// all of it, no limit (the first pass).
+const LEVELS: u16 = 0x3fff;
 
 impl CallTreeBuilder {
     /// A builder for samples whose routines come from `routines` (or a table
@@ -95,7 +119,45 @@ impl CallTreeBuilder {
             path: Path::new(tracks_path, routines.len()),
             stamp: 0,
             total_weight: 0,
+            flags: Vec::new(),
+            depth_step: 0,
+            budget: usize::MAX,
+            budget_asked: usize::MAX,
+            last_pass: (0, 0),
         }
+    }
+
+    /// A builder of the part of the tree a display shows, made in passes
+    /// over the same samples, which hold at most about `budget` nodes
+    /// (or twice the nodes shown, where that is more): the collapsed
+    /// modes' whole tree can be far larger than what is shown (compileall's
+    /// callers' tree with conservative collapsing: 16 M nodes, 1.2 GB, to
+    /// show 286).
+    ///
+    /// The first pass makes the nodes while the budget lasts: one pass,
+    /// where the whole tree fits. After each pass, [`Self::end_pass`]
+    /// keeps the nodes heavy enough to show; the next pass makes the
+    /// missing children of those that could not make them all, down to
+    /// `depth_step` levels below them, and so on. Between the nodes made,
+    /// a sample's walk goes on by the routines on its path alone: the
+    /// collapsing decisions depend on them only. A node is made on a sample's first visit in its pass, so its
+    /// numbers are those of the whole tree; a light node's children are
+    /// light too (a child never weighs more than its parent), so nothing
+    /// below one left out is ever needed.
+    pub fn in_passes(
+        mode: CollapseMode,
+        direction: Direction,
+        routines: &RoutineTable,
+        budget: usize,
+        depth_step: u16,
+    ) -> Self {
+        let mut b = CallTreeBuilder::new(mode, direction, routines);
+        b.path = Path::new(true, routines.len());
+        b.flags = vec![OPEN | LEVELS];
+        b.depth_step = depth_step.clamp(1, LEVELS - 1);
+        b.budget_asked = budget.max(2);
+        b.budget = b.budget_asked;
+        b
     }
 
     /// Takes the routines added to the builder's table since it was made
@@ -176,6 +238,108 @@ impl CallTreeBuilder {
         Ok(())
     }
 
+    /// Ends a pass of a builder [`Self::in_passes`]: keeps the nodes of
+    /// `min_weight` or more, as [`Self::finish_pruned`] would. Returns
+    /// whether the samples must be pushed again, all of them in the same
+    /// order (some node kept could not make all of its children); if not,
+    /// [`Self::finish_pruned`] with the same `min_weight` gives the tree.
+    /// A builder of the whole tree needs one pass.
+    pub fn end_pass(&mut self, min_weight: u64) -> bool {
+        if self.flags.is_empty() {
+            return false;
+        }
+        let keep = self.kept(min_weight);
+        let open = (0..self.hot.len())
+            .filter(|&i| keep[i] != OUT && self.flags[i] & REFUSED != 0)
+            .count();
+        if open == 0 {
+            return false;
+        }
+        let n = keep.iter().filter(|&&k| k != OUT).count();
+        if (n, open) == self.last_pass {
+            // No node was completed: the nodes open hold more than the
+            // budget below them within the levels a pass makes. Fewer
+            // levels, down to one (a node's children only), then a larger
+            // budget.
+            if self.depth_step > 1 {
+                self.depth_step = (self.depth_step / 4).max(1);
+            } else {
+                self.budget_asked = self.budget_asked.saturating_mul(2);
+            }
+        } else if self.hot.len() < self.budget / 4 {
+            // Room to spare: more levels at once (a long chain of heavy
+            // nodes, as a deep recursion makes, takes fewer passes).
+            self.depth_step = self.depth_step.saturating_mul(4).min(LEVELS - 1);
+        }
+        self.last_pass = (n, open);
+        // The kept nodes, their numbers cleared for the next pass: open
+        // where a child was refused, so that only those make children.
+        let remap = |id: NodeId| NodeId::from_index(keep[id.index()] as usize);
+        let mut hot = Vec::with_capacity(n);
+        let mut routines = Vec::with_capacity(n);
+        let mut parents = Vec::with_capacity(n);
+        let mut levels = Vec::with_capacity(n);
+        let mut flags = Vec::with_capacity(n);
+        for i in (0..self.hot.len()).filter(|&i| keep[i] != OUT) {
+            let old = &self.hot[i];
+            let target = if old.stub_target == NodeId::NONE {
+                NodeId::NONE
+            } else {
+                remap(old.stub_target)
+            };
+            hot.push(HotNode::new(target));
+            routines.push(self.routines[i]);
+            parents.push(if i == 0 {
+                self.parents[0]
+            } else {
+                remap(self.parents[i])
+            });
+            levels.push(self.levels[i]);
+            flags.push(if self.flags[i] & REFUSED != 0 {
+                OPEN | self.depth_step
+            } else {
+                0
+            });
+        }
+        self.more_children = IdMap::default();
+        self.hot = hot;
+        self.routines = routines;
+        self.parents = parents;
+        self.levels = levels;
+        self.flags = flags;
+        for index in 1..self.hot.len() {
+            let parent = self.parents[index];
+            self.link_child(parent, self.routines[index], NodeId::from_index(index));
+        }
+        self.stamp = 0;
+        self.total_weight = 0;
+        self.path.truncate(0);
+        // Room for at least as many new nodes as are kept.
+        self.budget = self.budget_asked.max(n.saturating_mul(2));
+        true
+    }
+
+    /// The new index of each node of `min_weight` or more whose ancestors
+    /// are too (parents come before children), `OUT` for the others.
+    fn kept(&self, min_weight: u64) -> Vec<u32> {
+        let mut new_index = vec![OUT; self.hot.len()];
+        new_index[0] = 0;
+        let mut kept = 1u32;
+        for index in 1..self.hot.len() {
+            let hot = &self.hot[index];
+            let weight = if hot.stub_target == NodeId::NONE {
+                hot.direct.saturating_add(hot.indirect)
+            } else {
+                hot.direct
+            };
+            if new_index[self.parents[index].index()] != OUT && weight >= min_weight {
+                new_index[index] = kept;
+                kept += 1;
+            }
+        }
+        new_index
+    }
+
     /// The finished tree.
     pub fn finish(self) -> CallTree {
         self.finish_pruned(0)
@@ -193,26 +357,13 @@ impl CallTreeBuilder {
     /// never builds the rest).
     pub fn finish_pruned(mut self, min_weight: u64) -> CallTree {
         self.more_children = IdMap::default();
+        self.flags = Vec::new();
         // The new index of each node kept (parents come before children),
-        // `u32::MAX` for one left out.
-        const OUT: u32 = u32::MAX;
-        let mut new_index = vec![OUT; self.hot.len()];
-        new_index[0] = 0;
-        let mut kept = 1u32;
-        for index in 1..self.hot.len() {
-            let hot = &self.hot[index];
-            let weight = if hot.stub_target == NodeId::NONE {
-                hot.direct.saturating_add(hot.indirect)
-            } else {
-                hot.direct
-            };
-            if new_index[self.parents[index].index()] != OUT && weight >= min_weight {
-                new_index[index] = kept;
-                kept += 1;
-            }
-        }
+        // `OUT` for one left out.
+        let new_index = self.kept(min_weight);
+        let kept = new_index.iter().filter(|&&k| k != OUT).count();
         let remap = |id: NodeId| NodeId::from_index(new_index[id.index()] as usize);
-        let mut nodes: Vec<Node> = Vec::with_capacity(kept as usize);
+        let mut nodes: Vec<Node> = Vec::with_capacity(kept);
         for index in (0..self.hot.len()).filter(|&i| new_index[i] != OUT) {
             let hot = &self.hot[index];
             nodes.push(Node {
@@ -260,7 +411,8 @@ impl CallTreeBuilder {
     }
 
     /// [`Self::replay`]; `own`: whether the last node takes the weight as
-    /// its own (exclusive) too.
+    /// its own (exclusive) too. Returns the last node, `NodeId::NONE` where
+    /// that is one not made in this pass (see [`Self::in_passes`]).
     fn replay_with(
         &mut self,
         frames: impl Iterator<Item = RoutineId>,
@@ -272,10 +424,30 @@ impl CallTreeBuilder {
         let mut cur = NodeId::HIDDEN_ROOT;
         let mut via_stub = false;
         for routine in frames {
-            let next = match self.find_child(cur, routine) {
-                Some(next) => next,
-                None => self.create_child(cur, routine),
+            let next = if cur == NodeId::NONE {
+                NodeId::NONE
+            } else {
+                match self.find_child(cur, routine) {
+                    Some(next) => next,
+                    None => self.try_create_child(cur, routine),
+                }
             };
+            if next == NodeId::NONE {
+                // A node not made in this pass: the walk goes on by the
+                // routines of the path, as the node would have.
+                match self.collapse_target(cur, routine) {
+                    Some(position) => {
+                        via_stub = true;
+                        cur = self.path.node(position);
+                        self.path.truncate(position + 1);
+                    }
+                    None => {
+                        self.path.push(NodeId::NONE, routine);
+                        cur = NodeId::NONE;
+                    }
+                }
+                continue;
+            }
             let node = &mut self.hot[next.index()];
             let first_visit = node.stamp != stamp;
             node.stamp = stamp;
@@ -300,7 +472,7 @@ impl CallTreeBuilder {
                 self.path.truncate(self.levels[cur.index()] as usize);
             }
         }
-        if own {
+        if own && cur != NodeId::NONE {
             let node = &mut self.hot[cur.index()];
             node.excl = node.excl.saturating_add(weight);
         }
@@ -319,6 +491,55 @@ impl CallTreeBuilder {
         self.more_children.get(&(parent, routine)).copied()
     }
 
+    /// The child `routine` of `cur`, made unless this pass of a builder in
+    /// passes makes none there (then `NodeId::NONE`, and `cur` is marked
+    /// to make it in the next pass).
+    #[inline]
+    fn try_create_child(&mut self, cur: NodeId, routine: RoutineId) -> NodeId {
+        if !self.flags.is_empty() {
+            let budget_spent = self.hot.len() >= self.budget;
+            let flags = &mut self.flags[cur.index()];
+            if *flags & OPEN == 0 {
+                // Its children were all made in an earlier pass: this one
+                // was too light to keep.
+                return NodeId::NONE;
+            }
+            let levels = *flags & LEVELS;
+            if levels == 0 || budget_spent {
+                *flags |= REFUSED;
+                return NodeId::NONE;
+            }
+            // The first pass's nodes have no limit (`LEVELS`).
+            self.flags
+                .push(OPEN | if levels == LEVELS { LEVELS } else { levels - 1 });
+        }
+        self.create_child(cur, routine)
+    }
+
+    /// Where the mode collapses a call of `routine` from `cur`: the
+    /// position on the path of the node it jumps up to, or None for an
+    /// ordinary child. `self.path` is the path to `cur` (`NodeId::NONE`,
+    /// a node not made, only in a builder in passes, whose path is kept in
+    /// every mode).
+    fn collapse_target(&self, cur: NodeId, routine: RoutineId) -> Option<usize> {
+        match self.mode {
+            CollapseMode::None => None,
+            CollapseMode::Direct => {
+                let same = if cur == NodeId::NONE {
+                    self.path.last_routine() == Some(routine)
+                } else {
+                    self.routines[cur.index()] == routine
+                };
+                same.then(|| self.path.len().saturating_sub(1))
+            }
+            CollapseMode::Conservative => self
+                .path
+                .nearest(routine)
+                .filter(|&position| self.path.keeps_all_names_when_cut_below(position)),
+            CollapseMode::Full => self.path.nearest(routine),
+        }
+    }
+
     /// Creates the child `routine` of `cur`: a stub when the mode collapses this
     /// call, an ordinary node otherwise. `self.path` is the path to `cur`.
     ///
@@ -326,16 +547,10 @@ impl CallTreeBuilder {
     /// `(cur, routine)` alone and is taken once, here.
     fn create_child(&mut self, cur: NodeId, routine: RoutineId) -> NodeId {
         let target = match self.mode {
-            CollapseMode::None => None,
+            // The direct mode's builder of the whole tree keeps no path.
             CollapseMode::Direct => (self.routines[cur.index()] == routine).then_some(cur),
-            CollapseMode::Conservative => self
-                .path
-                .nearest(routine)
-                .filter(|&position| self.path.keeps_all_names_when_cut_below(position))
-                .map(|position| self.path.node(position)),
-            CollapseMode::Full => self
-                .path
-                .nearest(routine)
+            _ => self
+                .collapse_target(cur, routine)
                 .map(|position| self.path.node(position)),
         };
         let id = NodeId::from_index(self.hot.len());
@@ -343,18 +558,22 @@ impl CallTreeBuilder {
         self.routines.push(routine);
         self.parents.push(cur);
         self.levels.push(self.levels[cur.index()] + 1);
+        self.link_child(cur, routine, id);
+        id
+    }
 
-        let parent = &mut self.hot[cur.index()];
-        match parent.child_routines.iter().position(|&r| r == NO_ROUTINE) {
+    /// Lists `id` among the children of `parent`.
+    fn link_child(&mut self, parent: NodeId, routine: RoutineId, id: NodeId) {
+        let node = &mut self.hot[parent.index()];
+        match node.child_routines.iter().position(|&r| r == NO_ROUTINE) {
             Some(slot) => {
-                parent.child_routines[slot] = routine.index() as u32;
-                parent.child_ids[slot] = id;
+                node.child_routines[slot] = routine.index() as u32;
+                node.child_ids[slot] = id;
             }
             None => {
-                self.more_children.insert((cur, routine), id);
+                self.more_children.insert((parent, routine), id);
             }
         }
-        id
     }
 }
 
@@ -439,6 +658,14 @@ impl Path {
 
     fn node(&self, position: usize) -> NodeId {
         self.entries[position].node
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn last_routine(&self) -> Option<RoutineId> {
+        self.entries.last().map(|e| e.routine)
     }
 
     /// Whether every routine below `position` also occurs at or above it.

@@ -103,6 +103,12 @@ mod trie;
 mod walk;
 
 pub use build::CallTreeBuilder;
+
+/// The nodes a collapsed tree built in passes holds, about
+/// ([`CallTreeBuilder::in_passes`]): 76 bytes each, 160 MB.
+pub const PASS_BUDGET: usize = 1 << 21;
+/// The levels each pass of a collapsed tree adds.
+pub const PASS_LEVELS: u16 = 16;
 pub use error::{CallTreeError, ParseDirectionError, ParseModeError};
 pub use flat::{FlatProfile, FlatProfileBuilder, FlatRow};
 pub use mode::{CollapseMode, Direction};

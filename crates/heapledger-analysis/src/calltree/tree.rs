@@ -4,6 +4,7 @@ use std::ops::Index;
 
 use super::{
     CallTreeBuilder, CollapseMode, Direction, PrefixTree, RoutineId, RoutineTable, Samples,
+    PASS_BUDGET, PASS_LEVELS,
 };
 
 /// A node of a [`CallTree`].
@@ -145,8 +146,10 @@ impl CallTree {
     /// The tree of `samples` with only the nodes of `min_weight` or more
     /// (a stub's traversed weight), each with the numbers it has in
     /// [`CallTree::build`]'s tree (see
-    /// [`CallTreeBuilder::finish_pruned`]). The whole tree is built, then
-    /// only the part shown kept: without collapsing,
+    /// [`CallTreeBuilder::finish_pruned`]). Built in passes over the
+    /// samples ([`CallTreeBuilder::in_passes`]), so that the nodes held
+    /// stay about [`PASS_BUDGET`] where the whole tree is larger; with
+    /// `min_weight` 0, the whole tree at once. Without collapsing,
     /// [`CallTree::build_pruned`] costs less.
     pub fn build_shown(
         samples: &Samples,
@@ -154,15 +157,30 @@ impl CallTree {
         direction: Direction,
         min_weight: u64,
     ) -> CallTree {
-        let mut builder = CallTreeBuilder::new(mode, direction, samples.routines());
-        // At most one node per frame; the reservation is virtual until used.
-        builder.reserve(samples.frame_count().min(1 << 22));
-        for sample in samples.iter() {
-            builder
-                .push(&sample.frames, sample.weight)
-                .expect("a sample set holds only valid samples");
+        let mut builder = if min_weight == 0 {
+            let mut b = CallTreeBuilder::new(mode, direction, samples.routines());
+            // At most one node per frame; the reservation is virtual until used.
+            b.reserve(samples.frame_count().min(1 << 22));
+            b
+        } else {
+            CallTreeBuilder::in_passes(
+                mode,
+                direction,
+                samples.routines(),
+                PASS_BUDGET,
+                PASS_LEVELS,
+            )
+        };
+        loop {
+            for sample in samples.iter() {
+                builder
+                    .push(&sample.frames, sample.weight)
+                    .expect("a sample set holds only valid samples");
+            }
+            if !builder.end_pass(min_weight) {
+                return builder.finish_pruned(min_weight);
+            }
         }
-        builder.finish_pruned(min_weight)
     }
 
     /// A tree of `nodes` (index 0 the hidden root; each parent before its
