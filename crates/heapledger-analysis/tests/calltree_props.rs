@@ -355,6 +355,59 @@ proptest! {
         }
     }
 
+    /// A tree built in passes that keeps given paths of routines (a
+    /// flame graph's frames), and nothing for its weight, holds exactly
+    /// the whole tree's nodes at those paths, with the same numbers.
+    #[test]
+    fn a_tree_built_in_passes_keeps_the_paths_asked_for(
+        raw in raw_sample_sets(),
+        pick in prop::collection::vec(any::<bool>(), 64),
+        budget in 2usize..12,
+    ) {
+        let samples = to_samples(&raw);
+        for direction in Direction::ALL {
+            for mode in CollapseMode::ALL {
+                let whole = CallTree::build(&samples, mode, direction);
+                // Some of the whole tree's paths, with every path above them.
+                let mut wanted: HashSet<Vec<RoutineId>> = HashSet::new();
+                for (k, id) in whole.node_ids().enumerate() {
+                    if pick[k % pick.len()] {
+                        let path = whole.path_routines(id);
+                        for n in 1..=path.len() {
+                            wanted.insert(path[..n].to_vec());
+                        }
+                    }
+                }
+                // Numbered parents first, 0 the hidden root.
+                let mut sorted: Vec<Vec<RoutineId>> = wanted.into_iter().collect();
+                sorted.sort_by_key(|p| p.len());
+                let mut ids: std::collections::HashMap<Vec<RoutineId>, u32> = Default::default();
+                let mut paths = Vec::new();
+                for (i, path) in sorted.iter().enumerate() {
+                    let parent = if path.len() == 1 { 0 } else { ids[&path[..path.len() - 1]] };
+                    ids.insert(path.clone(), i as u32 + 1);
+                    paths.push(((parent, *path.last().unwrap()), i as u32 + 1));
+                }
+                let mut b = CallTreeBuilder::in_passes(mode, direction, samples.routines(), budget, 1)
+                    .keeping_paths(paths);
+                let mut passes = 0;
+                let tree = loop {
+                    passes += 1;
+                    prop_assert!(passes < 200, "no end of passes");
+                    for sample in samples.iter() {
+                        b.push(&sample.frames, sample.weight).unwrap();
+                    }
+                    if !b.end_pass(u64::MAX) {
+                        break b.finish_pruned(u64::MAX);
+                    }
+                };
+                let mut expected = canonical(&whole);
+                expected.retain(|(path, _), _| ids.contains_key(path));
+                prop_assert_eq!(canonical(&tree), expected, "{:?} {:?}", mode, direction);
+            }
+        }
+    }
+
     /// The prefix tree fed stack by stack (which `build_pruned` uses),
     /// without collapsing and with direct collapsing, gives the builder's
     /// whole tree kept where it weighs `min` or more (0: the whole tree

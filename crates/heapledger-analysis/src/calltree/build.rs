@@ -90,6 +90,13 @@ pub struct CallTreeBuilder {
     budget_asked: usize,
     /// The nodes kept, and those of them kept open, after the last pass.
     last_pass: (usize, usize),
+    /// Built in passes: per node, the weight of the samples that ended
+    /// below it in nodes not made (its light subtrees' own weights).
+    hidden: Vec<u64>,
+    /// Every root is kept, however light (see [`Self::keeping_roots`]).
+    keep_roots: bool,
+    /// Paths kept however light (see [`Self::keeping_paths`]).
+    paths: Option<IdMap<(u32, RoutineId), u32>>,
 }
 
 /// A node that could not make a child in this pass (a level past its
@@ -124,6 +131,9 @@ impl CallTreeBuilder {
             budget: usize::MAX,
             budget_asked: usize::MAX,
             last_pass: (0, 0),
+            hidden: Vec::new(),
+            keep_roots: false,
+            paths: None,
         }
     }
 
@@ -154,6 +164,7 @@ impl CallTreeBuilder {
         let mut b = CallTreeBuilder::new(mode, direction, routines);
         b.path = Path::new(true, routines.len());
         b.flags = vec![OPEN | LEVELS];
+        b.hidden = vec![0];
         b.depth_step = depth_step.clamp(1, LEVELS - 1);
         b.budget_asked = budget.max(2);
         b.budget = b.budget_asked;
@@ -238,6 +249,27 @@ impl CallTreeBuilder {
         Ok(())
     }
 
+    /// This builder in passes keeps every root, however light, with the
+    /// weights of its subtrees: a flame graph draws each root (see
+    /// [`Self::finish_with_hidden`]).
+    pub fn keeping_roots(mut self) -> Self {
+        self.keep_roots = true;
+        self
+    }
+
+    /// This builder in passes also keeps the nodes at these paths of
+    /// routines, however light: `(parent, routine) -> path`, each path
+    /// numbered from 1 with its parent path before it, 0 the hidden root
+    /// (a flame graph's frames, whose numbers in another metric's tree its
+    /// tooltips show).
+    pub fn keeping_paths(
+        mut self,
+        paths: impl IntoIterator<Item = ((u32, RoutineId), u32)>,
+    ) -> Self {
+        self.paths = Some(paths.into_iter().collect());
+        self
+    }
+
     /// Ends a pass of a builder [`Self::in_passes`]: keeps the nodes of
     /// `min_weight` or more, as [`Self::finish_pruned`] would. Returns
     /// whether the samples must be pushed again, all of them in the same
@@ -302,6 +334,7 @@ impl CallTreeBuilder {
             });
         }
         self.more_children = IdMap::default();
+        self.hidden = vec![0; hot.len()];
         self.hot = hot;
         self.routines = routines;
         self.parents = parents;
@@ -324,6 +357,14 @@ impl CallTreeBuilder {
     fn kept(&self, min_weight: u64) -> Vec<u32> {
         let mut new_index = vec![OUT; self.hot.len()];
         new_index[0] = 0;
+        // Each node's path among `paths`, where it has one.
+        let mut path_of = match &self.paths {
+            Some(_) => vec![OUT; self.hot.len()],
+            None => Vec::new(),
+        };
+        if let Some(first) = path_of.first_mut() {
+            *first = 0;
+        }
         let mut kept = 1u32;
         for index in 1..self.hot.len() {
             let hot = &self.hot[index];
@@ -332,7 +373,21 @@ impl CallTreeBuilder {
             } else {
                 hot.direct
             };
-            if new_index[self.parents[index].index()] != OUT && weight >= min_weight {
+            let parent = self.parents[index];
+            let root = self.keep_roots && parent == NodeId::HIDDEN_ROOT;
+            let wanted = match &self.paths {
+                Some(paths) => {
+                    let above = path_of[parent.index()];
+                    if above != OUT {
+                        if let Some(&path) = paths.get(&(above, self.routines[index])) {
+                            path_of[index] = path;
+                        }
+                    }
+                    path_of[index] != OUT
+                }
+                None => false,
+            };
+            if new_index[parent.index()] != OUT && (weight >= min_weight || root || wanted) {
                 new_index[index] = kept;
                 kept += 1;
             }
@@ -355,7 +410,16 @@ impl CallTreeBuilder {
     /// only the shown part is kept past the build (see
     /// [`CallTree::build_pruned`] for the mode without collapsing, which
     /// never builds the rest).
-    pub fn finish_pruned(mut self, min_weight: u64) -> CallTree {
+    pub fn finish_pruned(self, min_weight: u64) -> CallTree {
+        self.finish_with_hidden(min_weight).0
+    }
+
+    /// [`Self::finish_pruned`], and for each node of the tree (by index),
+    /// the own weights of its subtrees left out (made in no pass, or
+    /// lighter than `min_weight`), for a builder [`Self::in_passes`]; all
+    /// 0 otherwise. With the own weights of the subtrees kept, what a
+    /// flame graph that leaves light subtrees out adds to a node's own.
+    pub fn finish_with_hidden(mut self, min_weight: u64) -> (CallTree, Vec<u64>) {
         self.more_children = IdMap::default();
         self.flags = Vec::new();
         // The new index of each node kept (parents come before children),
@@ -385,15 +449,33 @@ impl CallTreeBuilder {
                 excl: hot.excl,
             });
         }
+        // The own weights of the nodes left out go to their nearest
+        // ancestor kept (children come after their parents).
+        let mut hidden = vec![0; nodes.len()];
+        if !self.hidden.is_empty() {
+            for index in (1..self.hot.len()).rev() {
+                let w = self.hidden[index].saturating_add(self.hot[index].excl);
+                if new_index[index] == OUT {
+                    let parent = self.parents[index].index();
+                    self.hidden[parent] = self.hidden[parent].saturating_add(w);
+                }
+            }
+            for (index, &w) in self.hidden.iter().enumerate() {
+                if new_index[index] != OUT {
+                    hidden[new_index[index] as usize] = w;
+                }
+            }
+        }
         drop(self.hot);
         drop(new_index);
-        CallTree::from_nodes(
+        let tree = CallTree::from_nodes(
             self.mode,
             self.direction,
             nodes,
             self.routine_count,
             self.total_weight,
-        )
+        );
+        (tree, hidden)
     }
 
     fn next_stamp(&mut self) {
@@ -472,9 +554,16 @@ impl CallTreeBuilder {
                 self.path.truncate(self.levels[cur.index()] as usize);
             }
         }
-        if own && cur != NodeId::NONE {
-            let node = &mut self.hot[cur.index()];
-            node.excl = node.excl.saturating_add(weight);
+        if own {
+            if cur != NodeId::NONE {
+                let node = &mut self.hot[cur.index()];
+                node.excl = node.excl.saturating_add(weight);
+            } else {
+                // Below the deepest node made on the path.
+                let made = self.path.deepest_made().unwrap_or(NodeId::HIDDEN_ROOT);
+                let hidden = &mut self.hidden[made.index()];
+                *hidden = hidden.saturating_add(weight);
+            }
         }
         cur
     }
@@ -512,6 +601,7 @@ impl CallTreeBuilder {
             // The first pass's nodes have no limit (`LEVELS`).
             self.flags
                 .push(OPEN | if levels == LEVELS { LEVELS } else { levels - 1 });
+            self.hidden.push(0);
         }
         self.create_child(cur, routine)
     }
@@ -662,6 +752,15 @@ impl Path {
 
     fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// The deepest node on the path that was made (see `in_passes`).
+    fn deepest_made(&self) -> Option<NodeId> {
+        self.entries
+            .iter()
+            .rev()
+            .map(|e| e.node)
+            .find(|&n| n != NodeId::NONE)
     }
 
     fn last_routine(&self) -> Option<RoutineId> {
