@@ -183,24 +183,16 @@ fn flame_lines_within(
     // nodes that weigh `min_weight` or more (a subtree's own weights never
     // weigh more than its root) and every root; the own weights of the
     // subtrees left out come back as `hidden`.
-    let mut builder = CallTreeBuilder::in_passes(
+    let (tree, hidden) = CallTreeBuilder::in_passes(
         collapse,
         direction,
         samples.routines(),
         budget,
         calltree::PASS_LEVELS,
     )
-    .keeping_roots();
-    let (tree, hidden) = loop {
-        for sample in samples.iter() {
-            builder
-                .push(&sample.frames, sample.weight)
-                .expect("a sample set holds only valid samples");
-        }
-        if !builder.end_pass(min_weight) {
-            break builder.finish_with_hidden(min_weight);
-        }
-    };
+    .keeping_roots()
+    .passes_over(samples, min_weight)
+    .finish_with_hidden(min_weight);
     let ids: Vec<NodeId> = tree.node_ids().collect();
     // A node comes after its parent: each subtree's own weights, summed
     // from the last node up.

@@ -12,7 +12,9 @@
 use super::hash::IdMap;
 use super::routine::check_frames;
 use super::tree::Node;
-use super::{CallTree, CallTreeError, CollapseMode, Direction, NodeId, RoutineId, RoutineTable};
+use super::{
+    CallTree, CallTreeError, CollapseMode, Direction, NodeId, RoutineId, RoutineTable, Samples,
+};
 
 /// Children kept in the node itself; most call-tree nodes have fewer.
 const INLINE_CHILDREN: usize = 4;
@@ -393,6 +395,22 @@ impl CallTreeBuilder {
             }
         }
         new_index
+    }
+
+    /// Pushes every sample of `samples`, in passes until [`Self::end_pass`]
+    /// with `min_weight` asks for no more: the builder then gives the tree
+    /// by [`Self::finish_pruned`] or [`Self::finish_with_hidden`] with the
+    /// same `min_weight`.
+    pub fn passes_over(mut self, samples: &Samples, min_weight: u64) -> Self {
+        loop {
+            for sample in samples.iter() {
+                self.push(&sample.frames, sample.weight)
+                    .expect("a sample set holds only valid samples");
+            }
+            if !self.end_pass(min_weight) {
+                return self;
+            }
+        }
     }
 
     /// The finished tree.

@@ -157,30 +157,21 @@ impl CallTree {
         direction: Direction,
         min_weight: u64,
     ) -> CallTree {
-        let mut builder = if min_weight == 0 {
+        if min_weight == 0 {
             let mut b = CallTreeBuilder::new(mode, direction, samples.routines());
             // At most one node per frame; the reservation is virtual until used.
             b.reserve(samples.frame_count().min(1 << 22));
-            b
-        } else {
-            CallTreeBuilder::in_passes(
-                mode,
-                direction,
-                samples.routines(),
-                PASS_BUDGET,
-                PASS_LEVELS,
-            )
-        };
-        loop {
-            for sample in samples.iter() {
-                builder
-                    .push(&sample.frames, sample.weight)
-                    .expect("a sample set holds only valid samples");
-            }
-            if !builder.end_pass(min_weight) {
-                return builder.finish_pruned(min_weight);
-            }
+            return b.passes_over(samples, 0).finish();
         }
+        CallTreeBuilder::in_passes(
+            mode,
+            direction,
+            samples.routines(),
+            PASS_BUDGET,
+            PASS_LEVELS,
+        )
+        .passes_over(samples, min_weight)
+        .finish_pruned(min_weight)
     }
 
     /// A tree of `nodes` (index 0 the hidden root; each parent before its

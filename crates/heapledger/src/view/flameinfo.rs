@@ -231,24 +231,16 @@ fn per_tree(
                 _ => NO_PATH,
             };
         }
-        let mut builder = CallTreeBuilder::in_passes(
+        let tree = CallTreeBuilder::in_passes(
             weights.collapse,
             direction,
             routines,
             calltree::PASS_BUDGET,
             calltree::PASS_LEVELS,
         )
-        .keeping_paths(paths);
-        let tree = loop {
-            for sample in samples.iter() {
-                builder
-                    .push(&sample.frames, sample.weight)
-                    .expect("a sample set holds only valid samples");
-            }
-            if !builder.end_pass(u64::MAX) {
-                break builder.finish_pruned(u64::MAX);
-            }
-        };
+        .keeping_paths(paths)
+        .passes_over(samples, u64::MAX)
+        .finish_pruned(u64::MAX);
         let mut node: Vec<Option<NodeId>> = vec![None; frames.len()];
         values[0].push(Some(tree.total_weight()));
         for (i, f) in frames.iter().enumerate().skip(1) {
