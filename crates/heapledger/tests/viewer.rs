@@ -761,34 +761,33 @@ fn wait_within(
 }
 
 /// The flame graph's tooltips on a program that recurses: with no
-/// collapsing and with direct collapsing (one pass over the stacks), every
-/// frame drawn has its weights, both ways; with direct collapsing they
-/// are the call tree's inclusive weights (`tree --collapse direct`).
+/// collapsing and with direct collapsing (one pass over the stacks), and
+/// with conservative and full collapsing (a tree per metric, built in
+/// passes keeping the frames' paths), every frame drawn has its bytes and
+/// allocations, both ways; with collapsing they are the call tree's
+/// inclusive weights (`tree --collapse MODE`).
 #[test]
 fn tooltips_of_a_recursive_program_weigh_every_frame() {
     let dir = Scratch::new("viewer-recursion");
     let store = recorded_program(&dir, "recursion");
     let (mut child, url) = start_view(&store, None);
-    let mut bytes_seen = Vec::new();
-    for collapse in ["none", "direct"] {
+    let mut bytes_seen: Vec<(&str, u64)> = Vec::new();
+    for collapse in ["none", "direct", "conservative", "full"] {
         for inverted in [0, 1] {
             let q = format!("api/flameinfo?metric=bytes&inverted={inverted}&collapse={collapse}");
             let info: serde_json::Value = serde_json::from_str(&http_get(&url, &q)).unwrap();
-            let k = info["metrics"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .position(|m| m == "bytes allocated")
-                .unwrap();
+            let metrics = info["metrics"].as_array().unwrap();
+            let k = metrics.iter().position(|m| m == "bytes allocated").unwrap();
+            let c = metrics.iter().position(|m| m == "allocations").unwrap();
             let frames = info["frames"].as_object().unwrap();
             assert!(frames.len() > 3, "{collapse} {inverted}: {info}");
             for (key, v) in frames {
                 assert!(
-                    v[k].as_u64().is_some_and(|b| b > 0),
+                    v[k].as_u64().is_some_and(|b| b > 0) && v[c].as_u64().is_some_and(|n| n > 0),
                     "{collapse} {inverted}: {key} {v}"
                 );
-                if collapse == "direct" && inverted == 0 {
-                    bytes_seen.push(v[k].as_u64().unwrap());
+                if collapse != "none" && inverted == 0 {
+                    bytes_seen.push((collapse, v[k].as_u64().unwrap()));
                 }
             }
         }
@@ -796,9 +795,24 @@ fn tooltips_of_a_recursive_program_weigh_every_frame() {
     let _ = child.kill();
     let _ = child.wait();
     // Each top-down frame's bytes are those of a node of the tree.
+    let mut trees: std::collections::HashMap<&str, Vec<u64>> = Default::default();
+    for (collapse, b) in &bytes_seen {
+        let inclusive = trees
+            .entry(collapse)
+            .or_insert_with(|| tree_inclusive(&store, collapse));
+        assert!(
+            inclusive.contains(b),
+            "{collapse}: {b} is no node's inclusive weight: {inclusive:?}"
+        );
+    }
+}
+
+/// Every node's inclusive bytes in `tree --collapse COLLAPSE` (and the
+/// total), stubs left out.
+fn tree_inclusive(store: &Path, collapse: &str) -> Vec<u64> {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["tree", "--json", "--limit", "0", "--collapse", "direct"])
-        .arg(&store)
+        .args(["tree", "--json", "--limit", "0", "--collapse", collapse])
+        .arg(store)
         .output()
         .unwrap();
     let tree: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -811,10 +825,5 @@ fn tooltips_of_a_recursive_program_weigh_every_frame() {
         }
         todo.extend(n["children"].as_array().into_iter().flatten());
     }
-    for b in &bytes_seen {
-        assert!(
-            inclusive.contains(b),
-            "{b} is no node's inclusive weight: {inclusive:?}"
-        );
-    }
+    inclusive
 }

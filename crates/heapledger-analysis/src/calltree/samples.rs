@@ -111,6 +111,20 @@ impl Samples {
     /// [`CallTreeError::UnknownRoutine`] for an id not in this set's table;
     /// nothing is added then.
     pub fn push(&mut self, frames: &[RoutineId], weight: u64) -> Result<(), CallTreeError> {
+        self.push_stack(frames, weight).map(|_| ())
+    }
+
+    /// [`Self::push`], answering the index of the sample's stack in the
+    /// set (see [`Self::get`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::push`].
+    pub fn push_stack(
+        &mut self,
+        frames: &[RoutineId],
+        weight: u64,
+    ) -> Result<usize, CallTreeError> {
         check_frames(frames, self.routines.len())?;
         self.sample_count += 1;
         if self.stack_at.is_empty() {
@@ -134,13 +148,25 @@ impl Samples {
                 self.ends.push(at);
                 self.weights.push(weight);
                 self.frame_count += frames.len();
+                Ok(index as usize)
             }
             index => {
                 let sum = &mut self.weights[index as usize];
                 *sum = sum.saturating_add(weight);
+                Ok(index as usize)
             }
         }
-        Ok(())
+    }
+
+    /// Gives the stacks other weights: `weights[i]` to stack `i` (by
+    /// another metric, say), in place of the summed ones.
+    ///
+    /// # Panics
+    ///
+    /// If `weights` does not hold one weight per stack.
+    pub fn set_weights(&mut self, weights: Vec<u64>) {
+        assert_eq!(weights.len(), self.len(), "one weight per stack");
+        self.weights = weights;
     }
 
     /// Adds a sample given by routine names, root first, interning them.

@@ -66,7 +66,7 @@ pub(super) fn flame_info(
             weights.collapse == CollapseMode::Direct,
             range,
         )?,
-        _ => per_tree(o, cache, &frames, &metrics, weights, range)?,
+        _ => per_tree(o, &frames, &metrics, weights, range)?,
     };
     let frames: serde_json::Map<String, serde_json::Value> = frames
         .into_iter()
@@ -108,7 +108,7 @@ fn one_pass(
     let mut sums = vec![0u64; frames.len() * m];
     let mut namer = Namer::new(p, false);
     let mut path: Vec<RoutineId> = Vec::new();
-    let mut add = |stack: &[heapledger_profile::Addr], w: &[u64]| {
+    let add = |stack: &[heapledger_profile::Addr], w: &[u64]| {
         if w.iter().all(|&v| v == 0) {
             return;
         }
@@ -136,6 +136,32 @@ fn one_pass(
             true => _ = path.iter().rev().all(&mut walk),
         }
     };
+    each_weighted(o, metrics, range, add)?;
+    Ok((0..frames.len())
+        .map(|i| {
+            let c = canon[i] as usize;
+            (0..m)
+                .map(|k| {
+                    let v = sums[c * m + k];
+                    (i == 0 || v > 0).then_some(v)
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// Every stack of the profile `o` with its weight by each of `metrics`
+/// (with `range`, what it allocated then: allocations and bytes only),
+/// then the leaks and the time lost, each weighed by its own metric
+/// alone: `add(stack, weights)`, weights in the order of `metrics`.
+fn each_weighted(
+    o: &Opened,
+    metrics: &[Metric],
+    range: Option<&Range>,
+    mut add: impl FnMut(&[heapledger_profile::Addr], &[u64]),
+) -> Result<()> {
+    let p = &o.profile;
+    let m = metrics.len();
     let ns_per_tick = 1e9 / p.globals.ticks_per_second.max(1) as f64;
     let mut w = vec![0u64; m];
     let (mut row, mut next) = (0u32, 0usize);
@@ -183,25 +209,15 @@ fn one_pass(
             }
         }
     }
-    Ok((0..frames.len())
-        .map(|i| {
-            let c = canon[i] as usize;
-            (0..m)
-                .map(|k| {
-                    let v = sums[c * m + k];
-                    (i == 0 || v > 0).then_some(v)
-                })
-                .collect()
-        })
-        .collect())
+    Ok(())
 }
 
 /// With recursion collapsed: each metric's call tree in turn, each frame
 /// found in it as the child of its parent's node with its routine (a
-/// node rather than a stub).
+/// node rather than a stub). The stacks are read once, with every
+/// metric's weights (a read of compileall's store takes about a second).
 fn per_tree(
     o: &Opened,
-    cache: &mut SampleCache,
     frames: &[FlameFrame],
     metrics: &[Metric],
     weights: Weights,
@@ -211,9 +227,37 @@ fn per_tree(
         true => Direction::BottomUp,
         false => Direction::TopDown,
     };
-    let mut values: Vec<Vec<Option<u64>>> = vec![Vec::with_capacity(metrics.len()); frames.len()];
-    for &m in metrics {
-        let samples = samples_of(o, cache, m, range)?;
+    let m = metrics.len();
+    // The distinct stacks of routines, and their weights by each metric.
+    let mut samples = calltree::Samples::new();
+    let mut by_metric: Vec<Vec<u64>> = vec![Vec::new(); m];
+    let mut namer = Namer::new(&o.profile, false);
+    let mut path: Vec<RoutineId> = Vec::new();
+    let mut failed = None;
+    each_weighted(o, metrics, range, |stack, w| {
+        if failed.is_some() || w.iter().all(|&v| v == 0) {
+            return;
+        }
+        namer.path(stack, &mut |n| samples.intern(n), &mut path);
+        match samples.push_stack(&path, 0) {
+            Ok(index) => {
+                for (k, column) in by_metric.iter_mut().enumerate() {
+                    if column.len() <= index {
+                        column.resize(index + 1, 0);
+                    }
+                    column[index] = column[index].saturating_add(w[k]);
+                }
+            }
+            Err(e) => failed = Some(e),
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let mut values: Vec<Vec<Option<u64>>> = vec![Vec::with_capacity(m); frames.len()];
+    for column in by_metric {
+        samples.set_weights(column);
+        let samples = &samples;
         let routines = samples.routines();
         // The tree in passes, with only the frames' paths kept (each
         // pass within a budget of nodes): the whole collapsed tree can be
