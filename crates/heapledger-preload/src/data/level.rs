@@ -24,9 +24,15 @@ use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::base::sync::RawSpin;
 
-/// The level (as an i64) and the peak, in one aligned 16-byte word.
-#[repr(C, align(16))]
+/// The level (as an i64) and the peak, in one aligned 16-byte word, alone
+/// in its 128 bytes (two cache lines, as the adjacent-line prefetcher
+/// pairs them): with threads, the word's line passes from core to core on
+/// every event, and the flags every hook reads (`phase::STATE`,
+/// `degrade::LEVEL`) sat beside it, so that each of those reads missed too.
+#[repr(C, align(128))]
 struct Word(UnsafeCell<[u64; 2]>);
+
+const _: () = assert!(core::mem::size_of::<Word>() == 128);
 
 // SAFETY: every access goes through `apply`, which uses plain accesses
 // only while one thread exists, and otherwise `cmpxchg16b` (with plain
