@@ -206,6 +206,19 @@ try {
   // The flame graph of one thread, where the profile has threads' own
   // stacks: the last thread listed.
   await page.click('nav a[data-page="flame"]');
+  // The filter shows once the page's own request for the threads has its
+  // answer, which a busy machine can delay: where the profile has threads
+  // of their own stacks (asked here too), wait for it.
+  const ownThreads = await page.evaluate(async () => {
+    if (window.HEAPLEDGER_DATA) return false;
+    try {
+      const rows = await (await fetch("api/threads")).json();
+      return rows.some((r) => r.own_stacks);
+    } catch (e) {
+      return false;
+    }
+  });
+  if (ownThreads) await page.waitForSelector("#flame-thread", { state: "visible", timeout: 30000 }).catch(() => {});
   if (await page.isVisible("#flame-thread")) {
     const options = await page.$$eval("#flame-thread option", (os) => os.map((o) => o.value));
     seen.threadOptions = options;
