@@ -72,9 +72,18 @@ try {
   // Its sandwich view lists every function with its total and self
   // weights as text: what it made of the file.
   await page.keyboard.press("3");
-  await page.waitForFunction(() => /Self/.test(document.body.innerText), null, { timeout: 10000 })
-    .catch(() => errors.push("the sandwich view did not open"));
+  // Its table's rows are drawn a frame or more after its header, so wait
+  // for a row with a share, then until the text stops changing.
+  await page.waitForFunction(() => /Symbol Name[\s\S]*\(\S+%\)/.test(document.body.innerText), null,
+    { timeout: 10000 })
+    .catch(() => errors.push("the sandwich view did not list functions"));
   sandwich = await page.evaluate(() => document.body.innerText);
+  for (let i = 0; i < 50; i++) {
+    await page.waitForTimeout(100);
+    const now = await page.evaluate(() => document.body.innerText);
+    if (now === sandwich) break;
+    sandwich = now;
+  }
 } finally {
   await browser.close();
   server.close();
