@@ -408,6 +408,95 @@ proptest! {
         }
     }
 
+    /// A builder that takes several weights a sample, in passes, keeping
+    /// given paths, gives for each metric the tree that metric alone
+    /// gives, its nodes no sample of that metric reached left at 0, and
+    /// no own weights past the first metric's.
+    #[test]
+    fn a_tree_of_several_weights_is_each_metrics_tree(
+        raw in raw_sample_sets(),
+        more in prop::collection::vec(prop::collection::vec(0u64..=20, 16), 0..=3),
+        pick in prop::collection::vec(any::<bool>(), 64),
+        budget in 2usize..12,
+    ) {
+        let samples = to_samples(&raw);
+        // Each metric's weight of each distinct stack (a metric's weight
+        // may be 0 where another's is not).
+        let mut columns: Vec<Vec<u64>> = vec![samples.iter().map(|s| s.weight).collect()];
+        for m in &more {
+            columns.push((0..samples.len()).map(|i| m[i % m.len()] * (i as u64 % 3)).collect());
+        }
+        for direction in Direction::ALL {
+            for mode in CollapseMode::ALL {
+                // Paths to keep: some of the whole trees' nodes, with every
+                // path above them.
+                let mut wanted: HashSet<Vec<RoutineId>> = HashSet::new();
+                let alone: Vec<CallTree> = columns
+                    .iter()
+                    .map(|c| {
+                        let mut s = samples.clone();
+                        s.set_weights(c.clone());
+                        CallTree::build(&s, mode, direction)
+                    })
+                    .collect();
+                for tree in &alone {
+                    for (k, id) in tree.node_ids().enumerate() {
+                        if pick[k % pick.len()] {
+                            let path = tree.path_routines(id);
+                            for n in 1..=path.len() {
+                                wanted.insert(path[..n].to_vec());
+                            }
+                        }
+                    }
+                }
+                let mut sorted: Vec<Vec<RoutineId>> = wanted.into_iter().collect();
+                sorted.sort();
+                sorted.sort_by_key(|p| p.len());
+                let mut ids: std::collections::HashMap<Vec<RoutineId>, u32> = Default::default();
+                let mut paths = Vec::new();
+                for (i, path) in sorted.iter().enumerate() {
+                    let parent = if path.len() == 1 { 0 } else { ids[&path[..path.len() - 1]] };
+                    ids.insert(path.clone(), i as u32 + 1);
+                    paths.push(((parent, *path.last().unwrap()), i as u32 + 1));
+                }
+                let mut b = CallTreeBuilder::in_passes(mode, direction, samples.routines(), budget, 1)
+                    .keeping_paths(paths)
+                    .with_more_weights(more.len());
+                let mut passes = 0;
+                let trees = loop {
+                    passes += 1;
+                    prop_assert!(passes < 400, "no end of passes");
+                    for (i, sample) in samples.iter().enumerate() {
+                        let w: Vec<u64> = columns.iter().map(|c| c[i]).collect();
+                        b.push_weights(&sample.frames, &w).unwrap();
+                    }
+                    if !b.end_pass(u64::MAX) {
+                        break b.finish_pruned_each(u64::MAX);
+                    }
+                };
+                prop_assert_eq!(trees.len(), columns.len());
+                for (m, (tree, whole)) in trees.iter().zip(&alone).enumerate() {
+                    let mut got = canonical(tree);
+                    got.retain(|_, c| match c {
+                        Counts::Stub { traversed, .. } => *traversed > 0,
+                        Counts::Node { direct, indirect, .. } => *direct + *indirect > 0,
+                    });
+                    let mut expected = canonical(whole);
+                    expected.retain(|(path, _), _| ids.contains_key(path));
+                    if m > 0 {
+                        for c in expected.values_mut() {
+                            if let Counts::Node { excl, .. } = c {
+                                *excl = 0;
+                            }
+                        }
+                    }
+                    prop_assert_eq!(got, expected, "metric {} {:?} {:?}", m, mode, direction);
+                    prop_assert_eq!(tree.total_weight(), whole.total_weight());
+                }
+            }
+        }
+    }
+
     /// The prefix tree fed stack by stack (which `build_pruned` uses),
     /// without collapsing and with direct collapsing, gives the builder's
     /// whole tree kept where it weighs `min` or more (0: the whole tree

@@ -396,6 +396,23 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
 /// The flame graph of `samples` (the profile's, weighed by
 /// `weights.metric`) as inferno's SVG.
 pub fn flamegraph_svg(o: &Opened, samples: &Samples, weights: Weights) -> Result<Vec<u8>> {
+    flamegraph_svg_of(o, &flame_lines_of(samples, &weights), weights)
+}
+
+/// The folded lines of the flame graph of `samples` by `weights`, as
+/// [`flamegraph_svg_of`] and [`flame_frames`] take them: making them is
+/// most of a flame graph's cost (recursion collapsed on a large profile,
+/// seconds), so the viewer keeps them for the graph's tooltips.
+pub fn flame_lines_of(samples: &Samples, weights: &Weights) -> Vec<String> {
+    flame_input(
+        samples,
+        weights,
+        &flame_options(String::new(), weights.metric),
+    )
+}
+
+/// [`flamegraph_svg`] of the lines [`flame_lines_of`] gave.
+pub fn flamegraph_svg_of(o: &Opened, lines: &[String], weights: Weights) -> Result<Vec<u8>> {
     let mut opts = flame_options(
         format!(
             "{}: {}{}",
@@ -409,7 +426,6 @@ pub fn flamegraph_svg(o: &Opened, samples: &Samples, weights: Weights) -> Result
     if weights.inverted {
         opts.direction = inferno::flamegraph::Direction::Inverted;
     }
-    let lines = flame_input(samples, &weights, &opts);
     // inferno takes them in this order (`flame_frames` lays them out so).
     opts.no_sort = true;
     if lines.is_empty() {
@@ -465,12 +481,10 @@ pub struct FlameFrame {
     pub name: String,
 }
 
-/// The frames of the flame graph of `samples` by `weights` that inferno
-/// draws (none under `min_width` percent of the whole), as it lays them
-/// out.
-pub fn flame_frames(samples: &Samples, weights: &Weights) -> Vec<FlameFrame> {
-    let opts = flame_options(String::new(), weights.metric);
-    let lines = flame_input(samples, weights, &opts);
+/// The frames of a flame graph that inferno draws (none under
+/// `min_width` percent of the whole), as it lays them out, from its lines
+/// ([`flame_lines_of`]).
+pub fn flame_frames(lines: &[String]) -> Vec<FlameFrame> {
     let mut out = vec![FlameFrame {
         key: "0:0".to_owned(),
         parent: None,
@@ -482,7 +496,7 @@ pub fn flame_frames(samples: &Samples, weights: &Weights) -> Vec<FlameFrame> {
     // where it starts.
     let mut prev: Vec<(usize, &str, u64)> = Vec::new();
     let mut x: u64 = 0;
-    for line in &lines {
+    for line in lines {
         let Some((stack, w)) = line.rsplit_once(' ') else {
             continue;
         };
@@ -514,7 +528,7 @@ pub fn flame_frames(samples: &Samples, weights: &Weights) -> Vec<FlameFrame> {
     widths[0] = x;
     // inferno's own pruning: a frame narrower than this is not drawn (nor
     // then its children, narrower still).
-    let min = x as f64 * opts.min_width / 100.0;
+    let min = x as f64 * FLAME_MIN_WIDTH / 100.0;
     let mut index = vec![usize::MAX; out.len()];
     let mut kept = Vec::with_capacity(out.len());
     for (i, mut f) in out.into_iter().enumerate() {
@@ -529,6 +543,12 @@ pub fn flame_frames(samples: &Samples, weights: &Weights) -> Vec<FlameFrame> {
     kept
 }
 
+/// inferno's narrowest frame drawn, in percent of the whole: frames of at
+/// least half a pixel of its 1 200 (inferno's default, 0.01 %, draws
+/// frames of a tenth of a pixel: a profile of 432 000 stacks 46 deep gave
+/// 16 700 of them, 3.5 MB that took Chromium 4 s).
+const FLAME_MIN_WIDTH: f64 = 0.05;
+
 /// inferno's options with a title, the metric's unit and no randomness
 /// (the same profile gives the same file).
 fn flame_options(title: String, metric: Metric) -> inferno::flamegraph::Options<'static> {
@@ -536,10 +556,7 @@ fn flame_options(title: String, metric: Metric) -> inferno::flamegraph::Options<
     opts.title = title;
     opts.count_name = metric.unit().into();
     opts.deterministic = true;
-    // Frames of at least half a pixel of its 1 200 (inferno's default,
-    // 0.01 %, draws frames of a tenth of a pixel: a profile of 432 000
-    // stacks 46 deep gave 16 700 of them, 3.5 MB that took Chromium 4 s).
-    opts.min_width = 0.05;
+    opts.min_width = FLAME_MIN_WIDTH;
     opts
 }
 

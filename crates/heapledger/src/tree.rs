@@ -301,26 +301,29 @@ pub struct TreeSink {
     tree: Building,
 }
 
+/// (Each boxed: they differ in size by far.)
 enum Building {
-    Prefix(calltree::PrefixTree),
-    Collapsed(calltree::CallTreeBuilder),
+    Prefix(Box<calltree::PrefixTree>),
+    Collapsed(Box<calltree::CallTreeBuilder>),
 }
 
 impl TreeSink {
     pub fn new(collapse: CollapseMode, direction: Direction) -> TreeSink {
         let routines = calltree::RoutineTable::new();
         let tree = match (collapse, direction) {
-            (CollapseMode::None, _) => Building::Prefix(calltree::PrefixTree::new(direction)),
-            (CollapseMode::Direct, _) => {
-                Building::Prefix(calltree::PrefixTree::direct_collapse(direction))
+            (CollapseMode::None, _) => {
+                Building::Prefix(Box::new(calltree::PrefixTree::new(direction)))
             }
-            _ => Building::Collapsed(calltree::CallTreeBuilder::in_passes(
+            (CollapseMode::Direct, _) => {
+                Building::Prefix(Box::new(calltree::PrefixTree::direct_collapse(direction)))
+            }
+            _ => Building::Collapsed(Box::new(calltree::CallTreeBuilder::in_passes(
                 collapse,
                 direction,
                 &routines,
                 pass_budget(),
                 calltree::PASS_LEVELS,
-            )),
+            ))),
         };
         TreeSink { routines, tree }
     }

@@ -99,6 +99,17 @@ pub struct CallTreeBuilder {
     keep_roots: bool,
     /// Paths kept however light (see [`Self::keeping_paths`]).
     paths: Option<IdMap<(u32, RoutineId), u32>>,
+    /// Weights of further metrics pushed with each sample (see
+    /// [`Self::with_more_weights`]): how many ...
+    more: usize,
+    /// ... per kept path (by its number), their direct then their
+    /// indirect weights ...
+    more_w: Vec<u64>,
+    /// ... and their totals.
+    more_total: Vec<u64>,
+    /// The kept path of each entry of `path`, `OUT` for none: where a
+    /// sample's walk is among the kept paths.
+    more_path: Vec<u32>,
 }
 
 /// A node that could not make a child in this pass (a level past its
@@ -136,6 +147,10 @@ impl CallTreeBuilder {
             hidden: Vec::new(),
             keep_roots: false,
             paths: None,
+            more: 0,
+            more_w: Vec::new(),
+            more_total: Vec::new(),
+            more_path: Vec::new(),
         }
     }
 
@@ -241,9 +256,9 @@ impl CallTreeBuilder {
             check_frames(frames, self.routine_count)?;
             self.next_stamp();
             match self.direction {
-                Direction::TopDown => self.replay_with(frames.iter().copied(), weight, false),
+                Direction::TopDown => self.replay_with(frames.iter().copied(), weight, false, &[]),
                 Direction::BottomUp => {
-                    self.replay_with(frames.iter().rev().copied(), weight, false)
+                    self.replay_with(frames.iter().rev().copied(), weight, false, &[])
                 }
             };
         }
@@ -270,6 +285,70 @@ impl CallTreeBuilder {
     ) -> Self {
         self.paths = Some(paths.into_iter().collect());
         self
+    }
+
+    /// This builder, which keeps paths ([`Self::keeping_paths`]), takes
+    /// `k` more weights with each sample ([`Self::push_weights`]) and
+    /// gives a tree for each ([`Self::finish_pruned_each`]), whose nodes
+    /// at those paths have that metric's numbers: the trees of several
+    /// metrics from one replay of the samples (a flame graph's tooltips
+    /// show every metric at its frames). The further weights are kept for
+    /// the paths alone, so that they cost no memory per node: a sample's
+    /// walk follows its kept path (a lookup of each step's routine) while
+    /// it is on one.
+    ///
+    /// # Panics
+    ///
+    /// Without [`Self::keeping_paths`] first.
+    pub fn with_more_weights(mut self, k: usize) -> Self {
+        let paths = self
+            .paths
+            .as_ref()
+            .expect("more weights are kept at the paths kept");
+        let n = paths.values().map(|&p| p as usize + 1).max().unwrap_or(1);
+        self.more = k;
+        self.more_w = vec![0; n * 2 * k];
+        self.more_total = vec![0; k];
+        self
+    }
+
+    /// [`Self::push`] with a weight for each metric of a builder
+    /// [`Self::with_more_weights`]: `weights[0]` is the first (the one
+    /// [`Self::finish_pruned`] and the passes' pruning use), then the `k`
+    /// others. A sample every weight of which is 0 is ignored. A node
+    /// that only samples of 0 by some metric reach is in that metric's
+    /// tree with weight 0 (see [`Self::finish_pruned_each`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::push`].
+    ///
+    /// # Panics
+    ///
+    /// If `weights` does not hold `1 + k` weights.
+    pub fn push_weights(
+        &mut self,
+        frames: &[RoutineId],
+        weights: &[u64],
+    ) -> Result<Option<NodeId>, CallTreeError> {
+        assert_eq!(weights.len(), 1 + self.more, "a weight per metric");
+        check_frames(frames, self.routine_count)?;
+        if weights.iter().all(|&w| w == 0) {
+            return Ok(None);
+        }
+        self.next_stamp();
+        self.total_weight = self.total_weight.saturating_add(weights[0]);
+        for (t, &w) in self.more_total.iter_mut().zip(&weights[1..]) {
+            *t = t.saturating_add(w);
+        }
+        let more = &weights[1..];
+        let last = match self.direction {
+            Direction::TopDown => self.replay_with(frames.iter().copied(), weights[0], true, more),
+            Direction::BottomUp => {
+                self.replay_with(frames.iter().rev().copied(), weights[0], true, more)
+            }
+        };
+        Ok(Some(last))
     }
 
     /// Ends a pass of a builder [`Self::in_passes`]: keeps the nodes of
@@ -351,12 +430,20 @@ impl CallTreeBuilder {
         self.path.truncate(0);
         // Room for at least as many new nodes as are kept.
         self.budget = self.budget_asked.max(n.saturating_mul(2));
+        self.more_w.fill(0);
+        self.more_total.fill(0);
         true
     }
 
     /// The new index of each node of `min_weight` or more whose ancestors
     /// are too (parents come before children), `OUT` for the others.
     fn kept(&self, min_weight: u64) -> Vec<u32> {
+        self.kept_at_paths(min_weight).0
+    }
+
+    /// [`Self::kept`], and each node's kept path (`OUT` for none; empty
+    /// for a builder that keeps no paths).
+    fn kept_at_paths(&self, min_weight: u64) -> (Vec<u32>, Vec<u32>) {
         let mut new_index = vec![OUT; self.hot.len()];
         new_index[0] = 0;
         // Each node's path among `paths`, where it has one.
@@ -394,7 +481,7 @@ impl CallTreeBuilder {
                 kept += 1;
             }
         }
-        new_index
+        (new_index, path_of)
     }
 
     /// Pushes every sample of `samples`, in passes until [`Self::end_pass`]
@@ -443,30 +530,7 @@ impl CallTreeBuilder {
         // The new index of each node kept (parents come before children),
         // `OUT` for one left out.
         let new_index = self.kept(min_weight);
-        let kept = new_index.iter().filter(|&&k| k != OUT).count();
-        let remap = |id: NodeId| NodeId::from_index(new_index[id.index()] as usize);
-        let mut nodes: Vec<Node> = Vec::with_capacity(kept);
-        for index in (0..self.hot.len()).filter(|&i| new_index[i] != OUT) {
-            let hot = &self.hot[index];
-            nodes.push(Node {
-                routine: self.routines[index],
-                parent: if index == 0 {
-                    self.parents[0]
-                } else {
-                    remap(self.parents[index])
-                },
-                level: self.levels[index],
-                // A stub's target is above it, so kept with it.
-                stub_target: if hot.stub_target == NodeId::NONE {
-                    NodeId::NONE
-                } else {
-                    remap(hot.stub_target)
-                },
-                direct: hot.direct,
-                indirect: hot.indirect,
-                excl: hot.excl,
-            });
-        }
+        let nodes = self.nodes_kept(&new_index, |hot, _| (hot.direct, hot.indirect, hot.excl));
         // The own weights of the nodes left out go to their nearest
         // ancestor kept (children come after their parents).
         let mut hidden = vec![0; nodes.len()];
@@ -496,6 +560,81 @@ impl CallTreeBuilder {
         (tree, hidden)
     }
 
+    /// [`Self::finish_pruned`] for a builder [`Self::with_more_weights`]:
+    /// the tree of each metric, the first one's first. Every tree has the
+    /// nodes the first one's weights keep (`min_weight` or more, and the
+    /// paths); the further metrics' numbers are those of the nodes at the
+    /// kept paths (0 elsewhere). A node that no sample of some metric
+    /// reached weighs 0 in its tree (it is not there in a tree of that
+    /// metric alone). The further metrics' trees have no own (exclusive)
+    /// weights.
+    pub fn finish_pruned_each(mut self, min_weight: u64) -> Vec<CallTree> {
+        self.more_children = IdMap::default();
+        self.flags = Vec::new();
+        let (new_index, path_of) = self.kept_at_paths(min_weight);
+        let k = self.more;
+        let mut trees = Vec::with_capacity(1 + k);
+        for metric in 0..=k {
+            let nodes = self.nodes_kept(&new_index, |hot, index| match metric {
+                0 => (hot.direct, hot.indirect, hot.excl),
+                m => match path_of.get(index) {
+                    Some(&path) if path != OUT => {
+                        let at = path as usize * 2 * k + m - 1;
+                        (self.more_w[at], self.more_w[at + k], 0)
+                    }
+                    _ => (0, 0, 0),
+                },
+            });
+            let total = match metric {
+                0 => self.total_weight,
+                m => self.more_total[m - 1],
+            };
+            trees.push(CallTree::from_nodes(
+                self.mode,
+                self.direction,
+                nodes,
+                self.routine_count,
+                total,
+            ));
+        }
+        trees
+    }
+
+    /// The nodes kept (`new_index`, see [`Self::kept`]) as a tree's, with
+    /// the weights (direct, indirect, exclusive) `weights` gives each.
+    fn nodes_kept(
+        &self,
+        new_index: &[u32],
+        weights: impl Fn(&HotNode, usize) -> (u64, u64, u64),
+    ) -> Vec<Node> {
+        let kept = new_index.iter().filter(|&&k| k != OUT).count();
+        let remap = |id: NodeId| NodeId::from_index(new_index[id.index()] as usize);
+        let mut nodes: Vec<Node> = Vec::with_capacity(kept);
+        for index in (0..self.hot.len()).filter(|&i| new_index[i] != OUT) {
+            let hot = &self.hot[index];
+            let (direct, indirect, excl) = weights(hot, index);
+            nodes.push(Node {
+                routine: self.routines[index],
+                parent: if index == 0 {
+                    self.parents[0]
+                } else {
+                    remap(self.parents[index])
+                },
+                level: self.levels[index],
+                // A stub's target is above it, so kept with it.
+                stub_target: if hot.stub_target == NodeId::NONE {
+                    NodeId::NONE
+                } else {
+                    remap(hot.stub_target)
+                },
+                direct,
+                indirect,
+                excl,
+            });
+        }
+        nodes
+    }
+
     fn next_stamp(&mut self) {
         if self.stamp == u32::MAX {
             for node in &mut self.hot {
@@ -507,22 +646,32 @@ impl CallTreeBuilder {
     }
 
     fn replay(&mut self, frames: impl Iterator<Item = RoutineId>, weight: u64) -> NodeId {
-        self.replay_with(frames, weight, true)
+        self.replay_with(frames, weight, true, &[])
     }
 
     /// [`Self::replay`]; `own`: whether the last node takes the weight as
-    /// its own (exclusive) too. Returns the last node, `NodeId::NONE` where
-    /// that is one not made in this pass (see [`Self::in_passes`]).
+    /// its own (exclusive) too; `more`: the further weights of a builder
+    /// [`Self::with_more_weights`] (their own weights are not kept).
+    /// Returns the last node, `NodeId::NONE` where that is one not made in
+    /// this pass (see [`Self::in_passes`]).
     fn replay_with(
         &mut self,
         frames: impl Iterator<Item = RoutineId>,
         weight: u64,
         own: bool,
+        more: &[u64],
     ) -> NodeId {
         let stamp = self.stamp;
         self.path.truncate(0);
         let mut cur = NodeId::HIDDEN_ROOT;
         let mut via_stub = false;
+        // Where the walk is among the kept paths (0: the hidden root's),
+        // for the further weights.
+        let tracks = !more.is_empty();
+        let mut cur_path = 0u32;
+        if tracks {
+            self.more_path.clear();
+        }
         for routine in frames {
             let next = if cur == NodeId::NONE {
                 NodeId::NONE
@@ -532,6 +681,11 @@ impl CallTreeBuilder {
                     None => self.try_create_child(cur, routine),
                 }
             };
+            let next_path = if tracks {
+                self.path_below(cur_path, routine)
+            } else {
+                OUT
+            };
             if next == NodeId::NONE {
                 // A node not made in this pass: the walk goes on by the
                 // routines of the path, as the node would have.
@@ -540,10 +694,18 @@ impl CallTreeBuilder {
                         via_stub = true;
                         cur = self.path.node(position);
                         self.path.truncate(position + 1);
+                        if tracks {
+                            self.more_path.truncate(position + 1);
+                            cur_path = self.more_path[position];
+                        }
                     }
                     None => {
                         self.path.push(NodeId::NONE, routine);
                         cur = NodeId::NONE;
+                        if tracks {
+                            self.more_path.push(next_path);
+                            cur_path = next_path;
+                        }
                     }
                 }
                 continue;
@@ -559,17 +721,34 @@ impl CallTreeBuilder {
                         &mut node.direct
                     };
                     *count = count.saturating_add(weight);
+                    if next_path != OUT {
+                        self.add_more(next_path, via_stub, more);
+                    }
                 }
                 self.path.push(next, routine);
                 cur = next;
+                if tracks {
+                    self.more_path.push(next_path);
+                    cur_path = next_path;
+                }
             } else {
                 // Cross the stub and jump up to its target, already credited.
+                let target = node.stub_target;
+                if first_visit && next_path != OUT {
+                    self.add_more(next_path, false, more);
+                }
                 if first_visit {
+                    let node = &mut self.hot[next.index()];
                     node.direct = node.direct.saturating_add(weight);
                 }
                 via_stub = true;
-                cur = node.stub_target;
-                self.path.truncate(self.levels[cur.index()] as usize);
+                cur = target;
+                let len = self.levels[cur.index()] as usize;
+                self.path.truncate(len);
+                if tracks {
+                    self.more_path.truncate(len);
+                    cur_path = self.more_path[len - 1];
+                }
             }
         }
         if own {
@@ -584,6 +763,29 @@ impl CallTreeBuilder {
             }
         }
         cur
+    }
+
+    /// The kept path below kept path `path` by `routine`, `OUT` for none.
+    #[inline]
+    fn path_below(&self, path: u32, routine: RoutineId) -> u32 {
+        if path == OUT {
+            return OUT;
+        }
+        self.paths
+            .as_ref()
+            .and_then(|paths| paths.get(&(path, routine)))
+            .copied()
+            .unwrap_or(OUT)
+    }
+
+    /// Adds the further weights `more` to kept path `path`'s direct
+    /// weights, or its indirect ones.
+    fn add_more(&mut self, path: u32, indirect: bool, more: &[u64]) {
+        let k = self.more;
+        let at = path as usize * 2 * k + if indirect { k } else { 0 };
+        for (w, &m) in self.more_w[at..at + k].iter_mut().zip(more) {
+            *w = w.saturating_add(m);
+        }
     }
 
     fn find_child(&self, parent: NodeId, routine: RoutineId) -> Option<NodeId> {

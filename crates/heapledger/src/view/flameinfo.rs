@@ -9,11 +9,12 @@
 //! memory, where a call tree per metric took a minute and 2.3 GB). Direct
 //! collapsing is the same walk with each run of one routine taken as one
 //! frame (its path only goes down, each node once a stack). With the
-//! conservative and full modes, each metric's call tree is built in turn
-//! and the frames found in it by routine.
+//! conservative and full modes, one call tree is built with every metric's
+//! weights (`CallTreeBuilder::with_more_weights`), and the frames found in
+//! each metric's tree by routine.
 
-use super::{samples_of, SampleCache};
-use crate::export::{flame_frames, FlameFrame, Weights};
+use super::{flame_frames_of, SampleCache};
+use crate::export::{FlameFrame, Weights};
 use crate::profiles::Opened;
 use crate::tree::{stack_weight, Metric, Namer, Range};
 use anyhow::Result;
@@ -55,7 +56,7 @@ pub(super) fn flame_info(
     weights: Weights,
     range: Option<&Range>,
 ) -> Result<serde_json::Value> {
-    let frames = flame_frames(samples_of(o, cache, weights.metric, range)?, &weights);
+    let frames = flame_frames_of(o, cache, &weights, range)?;
     let metrics = tooltip_metrics(o, range);
     let values = match weights.collapse {
         CollapseMode::None | CollapseMode::Direct => one_pass(
@@ -69,9 +70,9 @@ pub(super) fn flame_info(
         _ => per_tree(o, &frames, &metrics, weights, range)?,
     };
     let frames: serde_json::Map<String, serde_json::Value> = frames
-        .into_iter()
+        .iter()
         .zip(values)
-        .map(|(f, v)| (f.key, serde_json::json!(v)))
+        .map(|(f, v)| (f.key.clone(), serde_json::json!(v)))
         .collect();
     Ok(serde_json::json!({
         "metrics": metrics.iter().map(|m| m.name()).collect::<Vec<_>>(),
@@ -255,36 +256,52 @@ fn per_tree(
         return Err(e.into());
     }
     let mut values: Vec<Vec<Option<u64>>> = vec![Vec::with_capacity(m); frames.len()];
-    for column in by_metric {
-        samples.set_weights(column);
-        let samples = &samples;
-        let routines = samples.routines();
-        // The tree in passes, with only the frames' paths kept (each
-        // pass within a budget of nodes): the whole collapsed tree can be
-        // 16 M nodes, 1.2 GB (compileall's callers' view).
-        // A path split into two frames of one name (see `one_pass`) is
-        // one path: each frame's path is the first frame's of its name
-        // under its parent's path.
-        const NO_PATH: u32 = u32::MAX;
-        let mut path_of = vec![0u32; frames.len()];
-        let mut paths: HashMap<(u32, RoutineId), u32> = HashMap::new();
-        for (i, f) in frames.iter().enumerate().skip(1) {
-            let above = path_of[f.parent.unwrap_or(0)];
-            path_of[i] = match routines.get(&f.name) {
-                Some(r) if above != NO_PATH => *paths.entry((above, r)).or_insert(i as u32),
-                _ => NO_PATH,
-            };
+    let routines = samples.routines();
+    // One tree in passes, with every metric's weights, and only the
+    // frames' paths kept (each pass within a budget of nodes): the whole
+    // collapsed tree can be 16 M nodes, 1.2 GB (compileall's callers'
+    // view), and a tree per metric took 7 replays of the stacks (8 s).
+    // A path split into two frames of one name (see `one_pass`) is one
+    // path: each frame's path is the first frame's of its name under its
+    // parent's path.
+    const NO_PATH: u32 = u32::MAX;
+    let mut path_of = vec![0u32; frames.len()];
+    let mut paths: HashMap<(u32, RoutineId), u32> = HashMap::new();
+    for (i, f) in frames.iter().enumerate().skip(1) {
+        let above = path_of[f.parent.unwrap_or(0)];
+        path_of[i] = match routines.get(&f.name) {
+            Some(r) if above != NO_PATH => *paths.entry((above, r)).or_insert(i as u32),
+            _ => NO_PATH,
+        };
+    }
+    let mut builder = CallTreeBuilder::in_passes(
+        weights.collapse,
+        direction,
+        routines,
+        calltree::PASS_BUDGET,
+        calltree::PASS_LEVELS,
+    )
+    .keeping_paths(paths)
+    .with_more_weights(m.saturating_sub(1));
+    let mut w = vec![0u64; m];
+    let trees = loop {
+        for (index, sample) in samples.iter().enumerate() {
+            for (k, column) in by_metric.iter().enumerate() {
+                w[k] = column.get(index).copied().unwrap_or(0);
+            }
+            builder.push_weights(&sample.frames, &w)?;
         }
-        let tree = CallTreeBuilder::in_passes(
-            weights.collapse,
-            direction,
-            routines,
-            calltree::PASS_BUDGET,
-            calltree::PASS_LEVELS,
-        )
-        .keeping_paths(paths)
-        .passes_over(samples, u64::MAX)
-        .finish_pruned(u64::MAX);
+        if !builder.end_pass(u64::MAX) {
+            break builder.finish_pruned_each(u64::MAX);
+        }
+    };
+    for tree in &trees {
+        // A node that only stacks of 0 by this metric reach is not in its
+        // tree (see `finish_pruned_each`).
+        let weighs = |n: NodeId| {
+            let node = &tree[n];
+            node.traversed() > 0 || node.inclusive() > 0
+        };
         let mut node: Vec<Option<NodeId>> = vec![None; frames.len()];
         values[0].push(Some(tree.total_weight()));
         for (i, f) in frames.iter().enumerate().skip(1) {
@@ -297,7 +314,7 @@ fn per_tree(
             node[i] = among.zip(r).and_then(|(ids, r)| {
                 ids.iter()
                     .copied()
-                    .filter(|&c| tree[c].routine() == r)
+                    .filter(|&c| tree[c].routine() == r && weighs(c))
                     .min_by_key(|&c| tree[c].is_stub())
             });
             values[i].push(node[i].map(|n| tree[n].inclusive()));
