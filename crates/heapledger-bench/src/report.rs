@@ -10,8 +10,6 @@ use std::fmt::Write as _;
 pub const CHURN_MAX_ADDED_RATIO: f64 = 0.25;
 pub const PYTHON_MAX_WALL_RATIO: f64 = 0.33;
 pub const PAIRS_MAX_ADDED_NS: f64 = 40.0;
-/// `--sample-every 512K` on the Python workload: wall time over plain's.
-pub const PYTHON_SAMPLED_MAX_OVERHEAD: f64 = 0.05;
 /// Noise allowance of the threads criterion: heapledger's added cost per pair may
 /// grow from T=1 to T by at most this factor times what plain's cost per pair does.
 pub const THREADS_GROWTH_SLACK: f64 = 1.25;
@@ -253,12 +251,13 @@ fn targets(
         let value = find(rows, Workload::Python, Tool::HeapledgerSampled)
             .and_then(|r| r.ratio)
             .map(|r| r - 1.0);
-        t.push(Target::at_most(
+        // `--sample-every 512K` was to add at most 5 %: issue 30 withdrew
+        // that target, a preload that only forwards already costing about
+        // as much (the floors below). Shown for information.
+        t.push(Target::info(
             "python",
-            "heapledger 512K wall / plain wall - 1".into(),
+            "heapledger 512K wall / plain wall - 1 (target withdrawn)",
             value,
-            "",
-            Some(PYTHON_SAMPLED_MAX_OVERHEAD),
         ));
         let over_plain = |tool: Tool| {
             find(rows, Workload::Python, tool)
