@@ -213,10 +213,11 @@ fn each_weighted(
     Ok(())
 }
 
-/// With recursion collapsed: each metric's call tree in turn, each frame
-/// found in it as the child of its parent's node with its routine (a
-/// node rather than a stub). The stacks are read once, with every
-/// metric's weights (a read of compileall's store takes about a second).
+/// With recursion collapsed: every metric's call tree from one replay of
+/// the stacks, each frame found in each tree as the child of its parent's
+/// node with its routine (a node rather than a stub). The stacks are read
+/// once, with every metric's weights (a read of compileall's store takes
+/// about a second).
 fn per_tree(
     o: &Opened,
     frames: &[FlameFrame],
