@@ -83,6 +83,46 @@ enum Counts {
     },
 }
 
+/// Paths of routines to keep (`CallTreeBuilder::keeping_paths`): the
+/// nodes of `trees` that `pick` picks in turn, with every path above
+/// them; each path's number (from 1, parents first; 0 is the hidden root),
+/// and the `(parent, routine) -> path` pairs.
+#[allow(clippy::type_complexity)]
+fn picked_paths(
+    trees: &[&CallTree],
+    pick: &[bool],
+) -> (
+    std::collections::HashMap<Vec<RoutineId>, u32>,
+    Vec<((u32, RoutineId), u32)>,
+) {
+    let mut wanted: HashSet<Vec<RoutineId>> = HashSet::new();
+    for tree in trees {
+        for (k, id) in tree.node_ids().enumerate() {
+            if pick[k % pick.len()] {
+                let path = tree.path_routines(id);
+                for n in 1..=path.len() {
+                    wanted.insert(path[..n].to_vec());
+                }
+            }
+        }
+    }
+    let mut sorted: Vec<Vec<RoutineId>> = wanted.into_iter().collect();
+    sorted.sort();
+    sorted.sort_by_key(|p| p.len());
+    let mut ids: std::collections::HashMap<Vec<RoutineId>, u32> = Default::default();
+    let mut paths = Vec::new();
+    for (i, path) in sorted.iter().enumerate() {
+        let parent = if path.len() == 1 {
+            0
+        } else {
+            ids[&path[..path.len() - 1]]
+        };
+        ids.insert(path.clone(), i as u32 + 1);
+        paths.push(((parent, *path.last().unwrap()), i as u32 + 1));
+    }
+    (ids, paths)
+}
+
 fn canonical(tree: &CallTree) -> BTreeMap<Key, Counts> {
     tree.node_ids()
         .map(|id| {
@@ -368,26 +408,7 @@ proptest! {
         for direction in Direction::ALL {
             for mode in CollapseMode::ALL {
                 let whole = CallTree::build(&samples, mode, direction);
-                // Some of the whole tree's paths, with every path above them.
-                let mut wanted: HashSet<Vec<RoutineId>> = HashSet::new();
-                for (k, id) in whole.node_ids().enumerate() {
-                    if pick[k % pick.len()] {
-                        let path = whole.path_routines(id);
-                        for n in 1..=path.len() {
-                            wanted.insert(path[..n].to_vec());
-                        }
-                    }
-                }
-                // Numbered parents first, 0 the hidden root.
-                let mut sorted: Vec<Vec<RoutineId>> = wanted.into_iter().collect();
-                sorted.sort_by_key(|p| p.len());
-                let mut ids: std::collections::HashMap<Vec<RoutineId>, u32> = Default::default();
-                let mut paths = Vec::new();
-                for (i, path) in sorted.iter().enumerate() {
-                    let parent = if path.len() == 1 { 0 } else { ids[&path[..path.len() - 1]] };
-                    ids.insert(path.clone(), i as u32 + 1);
-                    paths.push(((parent, *path.last().unwrap()), i as u32 + 1));
-                }
+                let (ids, paths) = picked_paths(&[&whole], &pick);
                 let mut b = CallTreeBuilder::in_passes(mode, direction, samples.routines(), budget, 1)
                     .keeping_paths(paths);
                 let mut passes = 0;
@@ -428,9 +449,6 @@ proptest! {
         }
         for direction in Direction::ALL {
             for mode in CollapseMode::ALL {
-                // Paths to keep: some of the whole trees' nodes, with every
-                // path above them.
-                let mut wanted: HashSet<Vec<RoutineId>> = HashSet::new();
                 let alone: Vec<CallTree> = columns
                     .iter()
                     .map(|c| {
@@ -439,26 +457,7 @@ proptest! {
                         CallTree::build(&s, mode, direction)
                     })
                     .collect();
-                for tree in &alone {
-                    for (k, id) in tree.node_ids().enumerate() {
-                        if pick[k % pick.len()] {
-                            let path = tree.path_routines(id);
-                            for n in 1..=path.len() {
-                                wanted.insert(path[..n].to_vec());
-                            }
-                        }
-                    }
-                }
-                let mut sorted: Vec<Vec<RoutineId>> = wanted.into_iter().collect();
-                sorted.sort();
-                sorted.sort_by_key(|p| p.len());
-                let mut ids: std::collections::HashMap<Vec<RoutineId>, u32> = Default::default();
-                let mut paths = Vec::new();
-                for (i, path) in sorted.iter().enumerate() {
-                    let parent = if path.len() == 1 { 0 } else { ids[&path[..path.len() - 1]] };
-                    ids.insert(path.clone(), i as u32 + 1);
-                    paths.push(((parent, *path.last().unwrap()), i as u32 + 1));
-                }
+                let (ids, paths) = picked_paths(&alone.iter().collect::<Vec<_>>(), &pick);
                 let mut b = CallTreeBuilder::in_passes(mode, direction, samples.routines(), budget, 1)
                     .keeping_paths(paths)
                     .with_more_weights(more.len());
