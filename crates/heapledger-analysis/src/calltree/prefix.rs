@@ -134,9 +134,8 @@ impl PrefixTree {
                 at = self.step_direct(at, r, weight, &mut walk);
             }
         } else {
-            for &r in frames {
-                at = self.child(at, r);
-            }
+            let own = &mut self.own;
+            at = self.trie.walk(frames, || own.push(0));
         }
         let own = &mut self.own[at as usize];
         *own = own.saturating_add(weight);

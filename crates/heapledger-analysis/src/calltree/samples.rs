@@ -130,14 +130,8 @@ impl Samples {
         if self.stack_at.is_empty() {
             self.stack_at.push(NONE); // the root's
         }
-        let mut at = 0;
-        for &routine in frames {
-            let (next, made) = self.trie.child(at, routine);
-            if made {
-                self.stack_at.push(NONE);
-            }
-            at = next;
-        }
+        let stack_at = &mut self.stack_at;
+        let at = self.trie.walk(frames, || stack_at.push(NONE));
         match self.stack_at[at as usize] {
             NONE => {
                 let index = u32::try_from(self.ends.len())
