@@ -36,13 +36,24 @@ impl Sums {
     }
 }
 
-/// Each stack's frames as (file, line), resolved once per address.
+/// A file's number in [`each_stack_lines`]: `names[id]` is its name;
+/// 0 is [`UNKNOWN`].
+type FileId = u32;
+
+/// Each stack's frames as (file, line), resolved once per address, each
+/// file named by its number among the names given with it (those seen so
+/// far): a profile of 400 000 stacks 46 deep has 18 M frames and about 200
+/// files, and a name copied and hashed per frame took most of the sources
+/// page's time.
 fn each_stack_lines(
     o: &Opened,
-    mut f: impl FnMut(&[Addr], &[(String, Option<u32>)], &StackInfos),
+    mut f: impl FnMut(&[Addr], &[(FileId, Option<u32>)], &[String], &StackInfos),
 ) -> Result<()> {
     let p = &o.profile;
-    let mut known: HashMap<Addr, (String, Option<u32>)> = HashMap::new();
+    let mut names: Vec<String> = vec![UNKNOWN.to_owned()];
+    let mut ids: HashMap<String, FileId> = HashMap::from([(UNKNOWN.to_owned(), 0)]);
+    let mut known: HashMap<Addr, (FileId, Option<u32>), foldhash::fast::RandomState> =
+        HashMap::default();
     let mut lines = Vec::new();
     o.each_stack(|stack, infos| {
         if infos.alloc.count == 0 {
@@ -50,29 +61,49 @@ fn each_stack_lines(
         }
         lines.clear();
         for &a in stack {
-            let at = known.entry(a).or_insert_with(|| match p.resolve_addr(a) {
-                Some(s) => (s.file.to_owned(), s.line),
-                None => (UNKNOWN.to_owned(), None),
+            let at = *known.entry(a).or_insert_with(|| match p.resolve_addr(a) {
+                Some(s) => {
+                    let id = *ids.entry(s.file.to_owned()).or_insert_with(|| {
+                        names.push(s.file.to_owned());
+                        (names.len() - 1) as FileId
+                    });
+                    (id, s.line)
+                }
+                None => (0, None),
             });
-            lines.push(at.clone());
+            lines.push(at);
         }
-        f(stack, &lines, infos);
+        f(stack, &lines, &names, infos);
     })
 }
 
 /// The files named by the profile's stacks, heaviest first: per file, the
 /// sums of the stacks that pass through it.
 pub fn files(o: &Opened) -> Result<serde_json::Value> {
-    let mut by_file: HashMap<String, Sums> = HashMap::new();
-    each_stack_lines(o, |_, lines, infos| {
-        let mut seen = HashSet::new();
-        for (file, _) in lines {
-            if file != UNKNOWN && seen.insert(file.as_str()) {
-                by_file.entry(file.clone()).or_default().add(infos);
+    // Per file: its sums (None while no stack passed through it), and the
+    // last stack that added to them.
+    let mut by_file: Vec<(Option<Sums>, u64)> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut stack = 0u64;
+    each_stack_lines(o, |_, lines, all, infos| {
+        stack += 1;
+        if by_file.len() < all.len() {
+            by_file.resize(all.len(), (None, 0));
+            names.extend_from_slice(&all[names.len()..]);
+        }
+        for &(file, _) in lines {
+            let (sums, last) = &mut by_file[file as usize];
+            if file != 0 && *last != stack {
+                *last = stack;
+                sums.get_or_insert_with(Sums::default).add(infos);
             }
         }
     })?;
-    let mut rows: Vec<(String, Sums)> = by_file.into_iter().collect();
+    let mut rows: Vec<(String, Sums)> = names
+        .into_iter()
+        .zip(by_file)
+        .filter_map(|(name, (sums, _))| Some((name, sums?)))
+        .collect();
     rows.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
     Ok(serde_json::json!(rows
         .iter()
@@ -102,12 +133,21 @@ pub fn source(o: &Opened, file: &str) -> Result<serde_json::Value> {
     let mut through: BTreeMap<u32, Sums> = BTreeMap::new();
     let mut here: BTreeMap<u32, Sums> = BTreeMap::new();
     let mut seen = HashSet::new();
-    each_stack_lines(o, |stack, lines, infos| {
+    // The file's number, once a stack names it; the names looked at so far.
+    let (mut id, mut looked) = (None, 0);
+    each_stack_lines(o, |stack, lines, names, infos| {
+        if id.is_none() && looked < names.len() {
+            id = names[looked..]
+                .iter()
+                .position(|n| n == file)
+                .map(|i| (looked + i) as FileId);
+            looked = names.len();
+        }
         seen.clear();
-        for (f, line) in lines {
-            if let (true, Some(l)) = (f == file, line) {
-                if seen.insert(*l) {
-                    through.entry(*l).or_default().add(infos);
+        for &(f, line) in lines {
+            if let (true, Some(l)) = (Some(f) == id, line) {
+                if seen.insert(l) {
+                    through.entry(l).or_default().add(infos);
                 }
             }
         }
