@@ -429,6 +429,21 @@ proptest! {
         }
     }
 
+    /// `Samples::each`, which makes each stack's frames from the last
+    /// one's, gives every stack as `Samples::iter` does, in its order.
+    #[test]
+    fn each_sample_is_the_one_iter_gives(raw in raw_sample_sets()) {
+        let samples = to_samples(&raw);
+        let mut seen = Vec::new();
+        samples.each(|index, frames, weight| seen.push((index, frames.to_vec(), weight)));
+        let expected: Vec<_> = samples
+            .iter()
+            .enumerate()
+            .map(|(index, s)| (index, s.frames, s.weight))
+            .collect();
+        prop_assert_eq!(seen, expected);
+    }
+
     /// A builder that takes several weights a sample, in passes, keeping
     /// given paths, gives for each metric the tree that metric alone
     /// gives, its nodes no sample of that metric reached left at 0, and

@@ -121,10 +121,13 @@ fn write_folded(
         }
         return Ok(());
     }
-    for s in samples.iter().filter(|s| s.weight != 0) {
-        folded_line(w, &names, s.frames.iter().copied(), s.weight)?;
-    }
-    Ok(())
+    let mut written = Ok(());
+    samples.each(|_, frames, weight| {
+        if weight != 0 && written.is_ok() {
+            written = folded_line(w, &names, frames.iter().copied(), weight);
+        }
+    });
+    Ok(written?)
 }
 
 /// The folded lines of a flame graph without recursion collapsing, with
@@ -286,17 +289,24 @@ fn write_speedscope(
         js(&format!("{}: {}", o.profile.run.command, metric.name()))
     )?;
     let mut first = true;
-    for s in samples.iter().filter(|s| s.weight > 0) {
-        w.write_all(if first { b"[" } else { b",[" })?;
-        first = false;
-        for (i, f) in s.frames.iter().enumerate() {
-            if i > 0 {
-                w.write_all(b",")?;
-            }
-            write!(w, "{}", f.index())?;
+    let mut written = Ok(());
+    samples.each(|_, frames, weight| {
+        if weight == 0 || written.is_err() {
+            return;
         }
-        w.write_all(b"]")?;
-    }
+        written = (|| {
+            w.write_all(if first { b"[" } else { b",[" })?;
+            first = false;
+            for (i, f) in frames.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                write!(w, "{}", f.index())?;
+            }
+            w.write_all(b"]")
+        })();
+    });
+    written?;
     w.write_all(br#"],"weights":["#)?;
     let mut first = true;
     for s in samples.iter().filter(|s| s.weight > 0) {

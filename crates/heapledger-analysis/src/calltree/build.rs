@@ -490,10 +490,10 @@ impl CallTreeBuilder {
     /// same `min_weight`.
     pub fn passes_over(mut self, samples: &Samples, min_weight: u64) -> Self {
         loop {
-            for sample in samples.iter() {
-                self.push(&sample.frames, sample.weight)
+            samples.each(|_, frames, weight| {
+                self.push(frames, weight)
                     .expect("a sample set holds only valid samples");
-            }
+            });
             if !self.end_pass(min_weight) {
                 return self;
             }

@@ -30,11 +30,11 @@ impl FlatProfile {
     /// The totals of `samples`.
     pub fn from_samples(samples: &Samples) -> FlatProfile {
         let mut builder = FlatProfileBuilder::new(samples.routines());
-        for sample in samples.iter() {
+        samples.each(|_, frames, weight| {
             builder
-                .push(&sample.frames, sample.weight)
+                .push(frames, weight)
                 .expect("a sample set holds only valid samples");
-        }
+        });
         builder.finish()
     }
 

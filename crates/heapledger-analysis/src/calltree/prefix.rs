@@ -147,10 +147,10 @@ impl PrefixTree {
     /// known).
     pub fn fed(mut self, samples: &Samples) -> PrefixTree {
         self.routines_grew(samples.routines());
-        for sample in samples.iter() {
-            self.push(&sample.frames, sample.weight)
+        samples.each(|_, frames, weight| {
+            self.push(frames, weight)
                 .expect("a sample set holds only valid samples");
-        }
+        });
         self
     }
 

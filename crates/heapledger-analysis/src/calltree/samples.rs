@@ -229,6 +229,43 @@ impl Samples {
         }
     }
 
+    /// Every distinct stack (its index, frames root first, summed weight),
+    /// in the order first added, as [`Self::iter`] gives them, without a
+    /// vector each: each stack's frames are made from those of the one
+    /// before, from where the two part. Stacks read from the profile
+    /// store come in the order of its tree, and share most of their frames
+    /// with the one before.
+    pub fn each(&self, mut f: impl FnMut(usize, &[RoutineId], u64)) {
+        // The last stack's nodes, root first: a child is numbered after its
+        // parent, so their numbers increase.
+        let mut nodes: Vec<u32> = Vec::new();
+        let mut frames: Vec<RoutineId> = Vec::new();
+        let mut below: Vec<u32> = Vec::new();
+        for (index, &end) in self.ends.iter().enumerate() {
+            below.clear();
+            let mut at = end;
+            let keep = loop {
+                if at == 0 {
+                    break 0;
+                }
+                match nodes.binary_search(&at) {
+                    Ok(position) => break position + 1,
+                    Err(_) => {
+                        below.push(at);
+                        at = self.trie.parents[at as usize];
+                    }
+                }
+            };
+            nodes.truncate(keep);
+            frames.truncate(keep);
+            for &n in below.iter().rev() {
+                nodes.push(n);
+                frames.push(self.trie.routines[n as usize]);
+            }
+            f(index, &frames, self.weights[index]);
+        }
+    }
+
     /// Every distinct stack with its summed weight, in the order first added.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = Sample> + ExactSizeIterator + '_ {
         (0..self.len()).map(|index| self.get(index))

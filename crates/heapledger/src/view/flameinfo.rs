@@ -286,11 +286,17 @@ fn per_tree(
     .with_more_weights(m.saturating_sub(1));
     let mut w = vec![0u64; m];
     let trees = loop {
-        for (index, sample) in samples.iter().enumerate() {
+        let mut failed = None;
+        samples.each(|index, frames, _| {
             for (k, column) in by_metric.iter().enumerate() {
                 w[k] = column.get(index).copied().unwrap_or(0);
             }
-            builder.push_weights(&sample.frames, &w)?;
+            if let Err(e) = builder.push_weights(frames, &w) {
+                failed.get_or_insert(e);
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
         }
         if !builder.end_pass(u64::MAX) {
             break builder.finish_pruned_each(u64::MAX);
