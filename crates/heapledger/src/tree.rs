@@ -123,6 +123,14 @@ pub struct Namer<'p> {
     flat: Vec<RoutineId>,
     names: Vec<String>,
     no_stack: Option<RoutineId>,
+    /// The last stack named (innermost first, as given), its routines,
+    /// and how many of them its outermost frames gave, frame by frame
+    /// (`ends[k]`: the routines of its `k` outermost frames): the store
+    /// gives its stacks in its tree's order, each sharing most of its
+    /// outer frames with the one before.
+    last: Vec<Addr>,
+    last_out: Vec<RoutineId>,
+    ends: Vec<u32>,
 }
 
 impl<'p> Namer<'p> {
@@ -134,6 +142,9 @@ impl<'p> Namer<'p> {
             flat: Vec::new(),
             names: Vec::new(),
             no_stack: None,
+            last: Vec::new(),
+            last_out: Vec::new(),
+            ends: vec![0],
         }
     }
 
@@ -146,8 +157,17 @@ impl<'p> Namer<'p> {
         intern: &mut dyn FnMut(&str) -> RoutineId,
         out: &mut Vec<RoutineId>,
     ) {
-        out.clear();
-        for &a in stack.iter().rev() {
+        // The outer frames this stack shares with the last one keep their
+        // routines.
+        let shared = stack
+            .iter()
+            .rev()
+            .zip(self.last.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.last_out.truncate(self.ends[shared] as usize);
+        self.ends.truncate(shared + 1);
+        for &a in stack[..stack.len() - shared].iter().rev() {
             let (at, len) = *self.routines.entry(a).or_insert_with(|| {
                 self.names.clear();
                 routines_of(self.p, a, self.by_line, &mut self.names);
@@ -157,8 +177,14 @@ impl<'p> Namer<'p> {
                 }
                 (at, self.names.len() as u32)
             });
-            out.extend_from_slice(&self.flat[at as usize..(at + len) as usize]);
+            self.last_out
+                .extend_from_slice(&self.flat[at as usize..(at + len) as usize]);
+            self.ends.push(self.last_out.len() as u32);
         }
+        self.last.clear();
+        self.last.extend_from_slice(stack);
+        out.clear();
+        out.extend_from_slice(&self.last_out);
         if out.is_empty() {
             out.push(*self.no_stack.get_or_insert_with(|| intern("[no stack]")));
         }
