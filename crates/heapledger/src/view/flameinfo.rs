@@ -21,7 +21,9 @@ use anyhow::Result;
 use heapledger_analysis::calltree::{
     self, CallTreeBuilder, CollapseMode, Direction, NodeId, RoutineId, RoutineTable,
 };
-use std::collections::HashMap;
+/// Frames by (parent, routine), looked up once a frame a stack: no need
+/// for SipHash's defence against chosen keys.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The weights that a flame graph's tooltips show: every metric the
 /// profile has (allocations and bytes only, for a time range or a thread).
@@ -94,7 +96,8 @@ fn one_pass(
 ) -> Result<Vec<Vec<Option<u64>>>> {
     let p = &o.profile;
     let mut table = RoutineTable::new();
-    let mut children: HashMap<(u32, RoutineId), u32> = HashMap::with_capacity(frames.len());
+    let mut children: HashMap<(u32, RoutineId), u32> =
+        HashMap::with_capacity_and_hasher(frames.len(), Default::default());
     // Sorted folded lines can split one path into frames apart ("f",
     // then "f.cold", then "f" again under the same parent): each frame
     // stands for the first of its path (`canon`), which the walk reaches,
@@ -109,6 +112,7 @@ fn one_pass(
     let mut sums = vec![0u64; frames.len() * m];
     let mut namer = Namer::new(p, false);
     let mut path: Vec<RoutineId> = Vec::new();
+    let mut walk = Walk::default();
     let add = |stack: &[heapledger_profile::Addr], w: &[u64]| {
         if w.iter().all(|&v| v == 0) {
             return;
@@ -117,24 +121,27 @@ fn one_pass(
         if runs {
             path.dedup();
         }
-        let mut at = 0u32;
         let mut visit = |at: u32| {
             for (k, v) in w.iter().enumerate() {
                 sums[at as usize * m + k] += v;
             }
         };
         visit(0);
-        let mut walk = |r: &RoutineId| match children.get(&(at, *r)) {
-            Some(&c) => {
-                visit(c);
-                at = c;
-                true
+        if inverted {
+            let mut at = 0u32;
+            for r in path.iter().rev() {
+                match children.get(&(at, *r)) {
+                    Some(&c) => {
+                        visit(c);
+                        at = c;
+                    }
+                    None => break,
+                }
             }
-            None => false,
-        };
-        match inverted {
-            false => _ = path.iter().all(&mut walk),
-            true => _ = path.iter().rev().all(&mut walk),
+            return;
+        }
+        for &c in walk.down(&path, &children) {
+            visit(c);
         }
     };
     each_weighted(o, metrics, range, add)?;
@@ -149,6 +156,49 @@ fn one_pass(
                 .collect()
         })
         .collect())
+}
+
+/// A top-down walk of each stack down the drawn frames (`children`: a
+/// frame's by (parent, routine); 0 is the root), made from the last
+/// stack's: the store gives its stacks in its tree's order, each sharing
+/// most of its outer frames with the one before, and so the frames its
+/// walk reached.
+#[derive(Default)]
+struct Walk {
+    /// The last path walked, and the frames its walk reached (one a
+    /// routine, from the first, until no frame is drawn for one).
+    last: Vec<RoutineId>,
+    reached: Vec<u32>,
+}
+
+impl Walk {
+    /// The frames `path` reaches below the root.
+    fn down(&mut self, path: &[RoutineId], children: &HashMap<(u32, RoutineId), u32>) -> &[u32] {
+        let shared = path
+            .iter()
+            .zip(&self.last)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // Where the last walk stopped on the shared routines, this one
+        // stops too.
+        let stopped = self.reached.len() < shared;
+        self.reached.truncate(shared);
+        if !stopped {
+            let mut at = self.reached.last().copied().unwrap_or(0);
+            for r in &path[shared..] {
+                match children.get(&(at, *r)) {
+                    Some(&c) => {
+                        at = c;
+                        self.reached.push(c);
+                    }
+                    None => break,
+                }
+            }
+        }
+        self.last.clear();
+        self.last.extend_from_slice(path);
+        &self.reached
+    }
 }
 
 /// Every stack of the profile `o` with its weight by each of `metrics`
@@ -267,7 +317,7 @@ fn per_tree(
     // parent's path.
     const NO_PATH: u32 = u32::MAX;
     let mut path_of = vec![0u32; frames.len()];
-    let mut paths: HashMap<(u32, RoutineId), u32> = HashMap::new();
+    let mut paths: HashMap<(u32, RoutineId), u32> = HashMap::default();
     for (i, f) in frames.iter().enumerate().skip(1) {
         let above = path_of[f.parent.unwrap_or(0)];
         path_of[i] = match routines.get(&f.name) {
@@ -328,4 +378,61 @@ fn per_tree(
         }
     }
     Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HashMap, Walk};
+    use heapledger_analysis::calltree::{RoutineId, RoutineTable};
+
+    /// A walk made from the last one reaches the frames a walk from the
+    /// root reaches, for pseudo-random drawn frames and paths (many of
+    /// them sharing outer routines, some stopping where no frame is
+    /// drawn).
+    #[test]
+    fn a_walk_from_the_last_reaches_what_a_walk_from_the_root_does() {
+        let mut table = RoutineTable::new();
+        let r: Vec<RoutineId> = (0..4).map(|i| table.intern(&format!("r{i}"))).collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for _ in 0..200 {
+            // Drawn frames: a random tree, 1 to 30 frames.
+            let mut children: HashMap<(u32, RoutineId), u32> = HashMap::default();
+            let mut count = 1u32;
+            for _ in 0..1 + next(30) {
+                let parent = next(u64::from(count)) as u32;
+                let routine = r[next(4) as usize];
+                children.entry((parent, routine)).or_insert_with(|| {
+                    count += 1;
+                    count - 1
+                });
+            }
+            let mut walk = Walk::default();
+            let mut path: Vec<RoutineId> = Vec::new();
+            for _ in 0..100 {
+                // The next path keeps some of the last one's routines.
+                path.truncate(next(path.len() as u64 + 1) as usize);
+                for _ in 0..next(5) {
+                    path.push(r[next(4) as usize]);
+                }
+                let mut expected = Vec::new();
+                let mut at = 0u32;
+                for routine in &path {
+                    match children.get(&(at, *routine)) {
+                        Some(&c) => {
+                            expected.push(c);
+                            at = c;
+                        }
+                        None => break,
+                    }
+                }
+                assert_eq!(walk.down(&path, &children), expected.as_slice(), "{path:?}");
+            }
+        }
+    }
 }
