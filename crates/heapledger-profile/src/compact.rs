@@ -186,6 +186,12 @@ impl CompactStacks {
         }
     }
 
+    /// Stack `i`'s innermost frame; None for a stack without frames.
+    pub fn leaf(&self, i: usize) -> Option<Addr> {
+        let node = *self.node.get(i)?;
+        (node != ROOT).then(|| self.frame[node as usize])
+    }
+
     /// Stack `i`'s frames, innermost first, into `out` (cleared).
     pub fn stack(&self, i: usize, out: &mut Vec<Addr>) {
         self.frames_of(self.node[i], out)

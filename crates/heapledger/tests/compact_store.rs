@@ -2,11 +2,11 @@
 //! compactly (a prefix tree, counters packed: `Profile::compact`), never
 //! as the list of stacks a JSON profile is written from. Both ways must
 //! give the same store: the same dump converted each way, written, and
-//! read back, stack by stack and leak by leak.
+//! read back, stack by stack and leak by leak; and the same summary.
 
 mod common;
 
-use common::{compile, Scratch, SITE_FLAGS};
+use common::{compile, programs_dir, Scratch, SITE_FLAGS};
 use heapledger::convert::{to_compact_profile, to_profile, ProcessEnd};
 use heapledger::profiles::{open, Load, Pick};
 use heapledger_profile::{Addr, Profile};
@@ -68,10 +68,25 @@ fn store(p: &Profile, path: &Path) {
 fn the_compact_stacks_write_the_store_the_stack_list_writes() {
     let dir = Scratch::new("compact");
     // C with leaks; C++, whose operator new frames are dropped and whose
-    // stacks may then become one.
-    for (compiler, src) in [("cc", "leaks.c"), ("c++", "cxx.cpp")] {
+    // stacks may then become one; Rust, whose allocations' leaves are in
+    // `alloc::` plumbing, past which the summary's sites are.
+    for (compiler, src) in [
+        ("cc", "leaks.c"),
+        ("c++", "cxx.cpp"),
+        ("rustc", "rust_sites.rs"),
+    ] {
         let exe = dir.join(src.split('.').next().unwrap());
-        compile(compiler, &[src], SITE_FLAGS, &exe);
+        if compiler == "rustc" {
+            let o = Command::new("rustc")
+                .args(["-g", "-O", "-o"])
+                .arg(&exe)
+                .arg(programs_dir().join(src))
+                .output()
+                .expect("rustc");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        } else {
+            compile(compiler, &[src], SITE_FLAGS, &exe);
+        }
         let d = dump_of(&exe, &dir, src);
         let symbols = heapledger_symbols::Symbols::new();
         let end = ProcessEnd::default();
@@ -90,6 +105,15 @@ fn the_compact_stacks_write_the_store_the_stack_list_writes() {
         expanded.expand_stacks();
         assert_eq!(expanded.stacks, listed.stacks, "{src}");
         assert_eq!(expanded.leaks, listed.leaks, "{src}");
+        // The summary `run` prints: the same sites, whether a stack's
+        // frames are fetched (the list) or only its leaf where that decides
+        // its site (compact: operator new's callers in C++).
+        let summary = |p: &Profile| {
+            heapledger_analysis::summary::Summary::from_profile(p, &Default::default()).to_string()
+        };
+        let text = summary(&listed);
+        assert!(text.contains("Top allocation sites"), "{src}: {text}");
+        assert_eq!(summary(&compact), text, "{src}");
         std::fs::remove_file(&a).unwrap();
         std::fs::remove_file(&b).unwrap();
     }
