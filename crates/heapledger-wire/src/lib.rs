@@ -11,7 +11,7 @@
 //! The encoder is `no_std` (it writes into any [`Sink`]); the decoder needs `std`.
 
 #![cfg_attr(not(feature = "std"), no_std)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 #[cfg(feature = "std")]
 mod decode;
