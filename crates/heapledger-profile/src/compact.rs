@@ -162,6 +162,12 @@ impl CompactStacks {
         self.packed.get(at).map(|b| b as *const u8)
     }
 
+    /// Fetches where stack `i`'s counters start into the cache, ahead of
+    /// a [`counters_addr`](Self::counters_addr) (see [`crate::prefetch`]).
+    pub fn fetch_counters_index(&self, i: usize) {
+        crate::prefetch(self.at.as_ptr().wrapping_add(i));
+    }
+
     /// Stack `i`'s counters.
     pub fn infos(&self, i: usize) -> StackInfos {
         let mut v = [0u64; FIELDS];
@@ -190,6 +196,14 @@ impl CompactStacks {
     pub fn leaf(&self, i: usize) -> Option<Addr> {
         let node = *self.node.get(i)?;
         (node != ROOT).then(|| self.frame[node as usize])
+    }
+
+    /// Fetches stack `i`'s innermost frame into the cache ahead of a
+    /// [`leaf`](Self::leaf) (see [`crate::prefetch`]); nothing past the end.
+    pub fn fetch_leaf(&self, i: usize) {
+        if let Some(&node) = self.node.get(i) {
+            crate::prefetch(self.frame.as_ptr().wrapping_add(node as usize));
+        }
     }
 
     /// Stack `i`'s frames, innermost first, into `out` (cleared).

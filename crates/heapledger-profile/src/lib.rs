@@ -16,7 +16,8 @@
 //!
 //! This crate does no symbolization and touches no process: it is data.
 
-#![forbid(unsafe_code)]
+// One audited exception: `prefetch`.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod addr;
@@ -27,6 +28,7 @@ mod error;
 mod ext;
 mod memstats;
 mod model;
+mod prefetch;
 mod query;
 mod read;
 pub mod runtime;
@@ -51,6 +53,7 @@ pub use ext::{
 };
 pub use memstats::{GlobalVariable, MemStats, ReallocJump};
 pub use model::{Config, Globals, Profile, Run, FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS};
+pub use prefetch::prefetch;
 pub use query::{ticks_to_seconds, Frame};
 pub use read::check_values;
 pub use scatter::{Scatter, ScatterAxis, ScatterChart, ScatterInfos, ScatterPoint};

@@ -26,6 +26,7 @@ mod schema;
 mod tree;
 mod write;
 
+pub use codec::BLOCK_ROWS;
 pub use read::{ProcessInfo, SnapshotInfo, StackStream, Store};
 pub use schema::{FORMAT, VERSION};
 pub use write::{ProcessMeta, SnapshotMeta, Writer, SNAPSHOT_KEYS};

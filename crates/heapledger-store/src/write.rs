@@ -7,6 +7,7 @@ use crate::schema::{
 };
 use crate::tree;
 use crate::StoreError;
+use heapledger_profile::prefetch;
 use heapledger_profile::{Addr, AddrSpace, MinMaxSum, Profile, StackInfos};
 use rusqlite::{params, Connection};
 use std::collections::HashMap;
@@ -234,15 +235,26 @@ impl Writer {
                               n: usize,
                               row: &mut dyn FnMut(usize, &mut [u64])|
          -> Result<(), StoreError> {
-            let mut cells = vec![0u64; columns];
+            // Rows are made a few at a time, then moved into their columns
+            // a cache line per column at once: one row at a time wrote each
+            // column a value apart by a power of two (a block's rows), so
+            // that every column's line fell in one set of the cache and
+            // each write missed (a third of the store's writing).
+            const TILE: usize = 8;
+            let mut tile = vec![0u64; TILE * columns];
             let mut first = 0;
             while first < n {
                 let len = (n - first).min(BLOCK_ROWS);
                 let mut data = vec![0u64; len * columns];
-                for r in 0..len {
-                    row(first + r, &mut cells);
-                    for (k, v) in cells.iter().enumerate() {
-                        data[k * len + r] = *v;
+                for r0 in (0..len).step_by(TILE) {
+                    let rows = (len - r0).min(TILE);
+                    for (dr, cells) in tile.chunks_exact_mut(columns).take(rows).enumerate() {
+                        row(first + r0 + dr, cells);
+                    }
+                    for k in 0..columns {
+                        for dr in 0..rows {
+                            data[k * len + r0 + dr] = tile[dr * columns + k];
+                        }
                     }
                 }
                 let blob = encode_columns(&data, columns)?;
@@ -268,7 +280,15 @@ impl Writer {
         let (mut allocs, mut bytes) = (0u64, 0u64);
         put_blocks("stack", STACK_COLUMNS, n_stacks, &mut |i, out| {
             // The stacks are read in the order of their nodes, at random
-            // in the packed counters: a cache miss each, fetched ahead.
+            // in the packed counters and in their index: cache misses,
+            // fetched ahead, the index first. (Fetching the counters alone
+            // waited for the index's miss: 80 ms of half a million stacks.)
+            if let Some(&far) = order.get(i + 16) {
+                prefetch(stack_nodes.as_ptr().wrapping_add(far as usize));
+                if let Some(cs) = &p.compact {
+                    cs.fetch_counters_index(far as usize);
+                }
+            }
             if let Some(at) = p.compact.as_ref().and_then(|cs| {
                 let ahead = *order.get(i + 8)?;
                 cs.counters_addr(ahead as usize)
@@ -520,16 +540,4 @@ pub(crate) fn put_section<T: serde::Serialize + ?Sized>(
         params![pid, name, blob],
     )?;
     Ok(())
-}
-
-/// Starts fetching the line at `p` into the cache.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing and cannot fault.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }

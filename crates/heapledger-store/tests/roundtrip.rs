@@ -87,3 +87,30 @@ fn a_given_profile_reads_back_unchanged() {
         std::fs::copy(&path, keep).unwrap();
     }
 }
+
+/// Stacks over several blocks of rows, the last one partial and not a
+/// whole number of the writer's tiles (`put_blocks`): each reads back with
+/// its own counters.
+#[test]
+fn stacks_over_several_blocks_read_back_unchanged() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
+    let mut p = Profile::from_path(&fixture).unwrap();
+    let base = std::mem::take(&mut p.stacks.stats);
+    let n = 2 * heapledger_store::BLOCK_ROWS + 13;
+    for i in 0..n {
+        let mut s = base[i % base.len()].clone();
+        // A frame of its own at the bottom, so that every stack differs.
+        s.stack.push(heapledger_profile::Addr::native(
+            0x7000_0000 + 16 * i as u64,
+        ));
+        s.infos.alloc.count += i as u64;
+        s.infos.alloc.sum += 3 * i as u64;
+        p.stacks.push(s);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let back = canonical(round_trip(&p, dir.path()));
+    let p = canonical(p);
+    assert_eq!(back.stacks.stats.len(), n);
+    assert_eq!(back.stacks, p.stacks);
+}

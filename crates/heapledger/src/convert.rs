@@ -290,16 +290,20 @@ pub fn to_compact_profile(
             (node != ROOT).then(|| (id, addr(&node_frame(node))))
         })
         .collect();
-    // The nodes the profile's stacks use, and their frames: a node's
-    // ancestors are marked before it is done with.
+    // The nodes the profile's stacks use, and their frames: each stack's
+    // node, then, children before parents (a parent's number is below its
+    // children's), the parents of those marked. (Walking each stack up
+    // until a marked node missed the cache at every step: half a million
+    // stacks, 100 ms; the sweep goes through the nodes in order.)
     let n_nodes = n_dump as usize + added.len();
     let mut used = vec![false; n_nodes];
     used[ROOT as usize] = true;
     for &(node, _, _) in &merged {
-        let mut m = node;
-        while !used[m as usize] {
-            used[m as usize] = true;
-            m = node_parent(m);
+        used[node as usize] = true;
+    }
+    for m in (1..n_nodes as u32).rev() {
+        if used[m as usize] {
+            used[node_parent(m) as usize] = true;
         }
     }
 
@@ -418,6 +422,11 @@ pub fn to_compact_profile(
     let mut compact = mp::CompactStacks::new(parent, frame);
     compact.reserve(merged.len(), d.counters_bytes());
     for (at, &(node, first, id)) in merged.iter().enumerate() {
+        // The nodes' numbers lie in the tree's order, not the stacks':
+        // fetched ahead.
+        if let Some(&(ahead, _, _)) = merged.get(at + 8) {
+            heapledger_profile::prefetch(renumbered.as_ptr().wrapping_add(ahead as usize));
+        }
         let c = sums
             .get(&at)
             .copied()
