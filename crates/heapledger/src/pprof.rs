@@ -18,7 +18,6 @@
 //! small messages), not generated from the .proto: that would need
 //! `protoc` at build time.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -27,6 +26,10 @@ use heapledger_profile::Addr;
 use prost::Message;
 
 use crate::profiles::Opened;
+
+/// foldhash, not SipHash: every frame of every stack is looked up (SipHash
+/// was a fifth of the export of half a million stacks).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Profile {
@@ -205,7 +208,7 @@ fn build(o: &Opened, emit: &mut dyn FnMut(&Sample) -> std::io::Result<()>) -> Re
     };
 
     let mut functions: Vec<Function> = Vec::new();
-    let mut function_ids: HashMap<(i64, i64), u64> = HashMap::new();
+    let mut function_ids: HashMap<(i64, i64), u64> = HashMap::default();
     let mut function_id = |strings: &mut Strings, name: &str, file: &str| -> u64 {
         let key = (strings.id(name), strings.id(file));
         *function_ids.entry(key).or_insert_with(|| {
@@ -219,7 +222,7 @@ fn build(o: &Opened, emit: &mut dyn FnMut(&Sample) -> std::io::Result<()>) -> Re
         })
     };
     let mut locations: Vec<Location> = Vec::new();
-    let mut location_ids: HashMap<Addr, u64> = HashMap::new();
+    let mut location_ids: HashMap<Addr, u64> = HashMap::default();
     let mut location_id = |strings: &mut Strings, a: Addr| -> u64 {
         if let Some(&id) = location_ids.get(&a) {
             return id;
@@ -260,7 +263,7 @@ fn build(o: &Opened, emit: &mut dyn FnMut(&Sample) -> std::io::Result<()>) -> Re
     };
 
     // In use at exit: the leaks, by stack.
-    let mut inuse: HashMap<&[Addr], (u64, u64)> = HashMap::new();
+    let mut inuse: HashMap<&[Addr], (u64, u64)> = HashMap::default();
     for l in &p.leaks {
         let e = inuse.entry(&l.stack[..]).or_default();
         e.0 += l.count;
@@ -269,7 +272,10 @@ fn build(o: &Opened, emit: &mut dyn FnMut(&Sample) -> std::io::Result<()>) -> Re
     let mut sample = Sample::default();
     let mut failed = None;
     o.each_stack(|stack, infos| {
-        let (n, bytes) = inuse.get(stack).copied().unwrap_or((0, 0));
+        let (n, bytes) = match inuse.is_empty() {
+            true => (0, 0),
+            false => inuse.get(stack).copied().unwrap_or((0, 0)),
+        };
         if failed.is_some() || (infos.alloc.count == 0 && n == 0) {
             return;
         }
@@ -330,12 +336,18 @@ pub fn write(o: &Opened, out: &Path) -> Result<()> {
             std::io::BufWriter::new(f),
             flate2::Compression::default(),
         );
-        let mut buf = Vec::new();
+        // The samples go to the compressor 64 KiB at a time: one call a
+        // sample (50 bytes) cost more in the calls than in compressing.
+        let mut buf = Vec::with_capacity(1 << 16);
         let rest = build(o, &mut |sample| {
-            buf.clear();
             prost::encoding::message::encode(2, sample, &mut buf);
-            gz.write_all(&buf)
+            if buf.len() >= 1 << 16 {
+                gz.write_all(&buf)?;
+                buf.clear();
+            }
+            Ok(())
         })?;
+        gz.write_all(&buf)?;
         gz.write_all(&rest.encode_to_vec())?;
         gz.finish()?.flush()?;
         Ok(())
