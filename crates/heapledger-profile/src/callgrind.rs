@@ -30,10 +30,13 @@
 //! Unlike MALT's writer this emits `calls=` lines and uses `fl=` for files,
 //! so inclusive costs work.
 
-use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
 
-use indexmap::IndexMap;
+/// foldhash, not SipHash: every frame of every stack is looked up (SipHash
+/// was a quarter of the export of half a million stacks). The maps' order
+/// is their insertion order whatever the hash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type IndexMap<K, V> = indexmap::IndexMap<K, V, foldhash::fast::RandomState>;
 
 use crate::addr::Addr;
 use crate::model::Profile;
@@ -99,6 +102,9 @@ struct Graph<'p> {
     functions: IndexMap<FnKey, FnData>,
     /// Cache of address -> (function index, line).
     frames: HashMap<Addr, (usize, u32)>,
+    /// The last stack's calls (see `add_stack`): where each is in its
+    /// caller's `calls`, and whether it carries the cost.
+    arcs: Vec<(usize, bool)>,
 }
 
 impl<'p> Graph<'p> {
@@ -144,7 +150,10 @@ impl<'p> Graph<'p> {
         index
     }
 
-    fn add_stack(&mut self, path: &[(usize, u32)], cost: &Cost) {
+    /// Adds a stack's cost, its frames outermost first; its first `shared`
+    /// frames are those of the stack added before it (whose calls are
+    /// found again in `arcs`, not looked up).
+    fn add_stack(&mut self, path: &[(usize, u32)], shared: usize, cost: &Cost) {
         let Some(&(leaf, leaf_line)) = path.last() else {
             return;
         };
@@ -155,24 +164,26 @@ impl<'p> Graph<'p> {
                 .or_insert([0; 7]),
             cost,
         );
-        // Functions met so far, outermost first: a call carries the cost
-        // only into a function's outermost occurrence.
-        let mut seen: Vec<usize> = Vec::with_capacity(path.len());
-        if let Some(&(outer, _)) = path.first() {
-            seen.push(outer);
-        }
-        for pair in path.windows(2) {
-            let [(caller, line), (callee, callee_line)] = [pair[0], pair[1]];
-            let first = !seen.contains(&callee);
-            if first {
-                seen.push(callee);
-            }
-            let call = self.functions[caller]
+        // The call from frame i to frame i + 1, found or added; and
+        // whether it is the callee's outermost occurrence, the only one
+        // that carries the cost (recursion). Both depend on the frames up
+        // to i + 1 alone: those of the shared frames are the last stack's.
+        self.arcs.truncate(shared.saturating_sub(1));
+        for i in self.arcs.len()..path.len() - 1 {
+            let [(caller, line), (callee, callee_line)] = [path[i], path[i + 1]];
+            let first = !path[..=i].iter().any(|&(f, _)| f == callee);
+            let entry = self.functions[caller]
                 .calls
-                .entry((line, callee, callee_line))
-                .or_insert((1, [0; 7]));
+                .entry((line, callee, callee_line));
+            let at = entry.index();
+            entry.or_insert((1, [0; 7]));
+            self.arcs.push((at, first));
+        }
+        for (i, &(at, first)) in self.arcs.iter().enumerate() {
             if first {
-                add(&mut call.1, cost);
+                if let Some((_, call)) = self.functions[path[i].0].calls.get_index_mut(at) {
+                    add(&mut call.1, cost);
+                }
             }
         }
     }
@@ -244,8 +255,9 @@ pub fn write_stacks<E: From<io::Error>>(
 ) -> Result<(), E> {
     let mut graph = Graph {
         profile,
-        functions: IndexMap::new(),
-        frames: HashMap::new(),
+        functions: IndexMap::default(),
+        frames: HashMap::default(),
+        arcs: Vec::new(),
     };
     let mut total = [0u64; 7];
     // Which functions some stack calls (any frame but the outermost), and
@@ -253,16 +265,31 @@ pub fn write_stacks<E: From<io::Error>>(
     // somewhere are hung under `ROOT` at the end, as if each such stack
     // had started there (the call from `ROOT` is the only arc that adds).
     let mut called: Vec<bool> = Vec::new();
-    let mut outer_costs: IndexMap<(usize, u32), Cost> = IndexMap::new();
+    let mut outer_costs: IndexMap<(usize, u32), Cost> = IndexMap::default();
+    // The last stack added: its frames, outermost first, and theirs. The
+    // stacks of a store come in the order of their tree, each sharing
+    // most of its outer frames with the one before (compileall's: 46 a
+    // stack), which are not looked up again.
     let mut path: Vec<(usize, u32)> = Vec::new();
+    let mut last: Vec<Addr> = Vec::new();
     stacks(&mut |stack, infos| {
         let cost = cost_of(infos);
         if cost.iter().all(|&c| c == 0) {
             return;
         }
         add(&mut total, &cost);
-        path.clear();
-        path.extend(stack.iter().rev().map(|&a| graph.frame(a)));
+        let shared = stack
+            .iter()
+            .rev()
+            .zip(&last)
+            .take_while(|(a, b)| a == b)
+            .count();
+        path.truncate(shared);
+        last.truncate(shared);
+        for &a in stack.iter().rev().skip(shared) {
+            path.push(graph.frame(a));
+            last.push(a);
+        }
         called.resize(graph.functions.len(), false);
         for &(f, _) in path.iter().skip(1) {
             called[f] = true;
@@ -270,7 +297,7 @@ pub fn write_stacks<E: From<io::Error>>(
         if let Some(&outer) = path.first() {
             add(outer_costs.entry(outer).or_insert([0; 7]), &cost);
         }
-        graph.add_stack(&path, &cost);
+        graph.add_stack(&path, shared, &cost);
     })?;
     called.resize(graph.functions.len(), false);
     for (&(outer, line), cost) in &outer_costs {
@@ -342,4 +369,122 @@ fn write_graph(
         }
     }
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Run;
+    use proptest::prelude::*;
+
+    /// `write_stacks` as it was before the calls of the stacks' shared
+    /// frames were kept (the oracle): every frame looked up, every call
+    /// found again.
+    fn whole_stacks(profile: &Profile, stacks: &[(Vec<Addr>, StackInfos)]) -> Vec<u8> {
+        let mut graph = Graph {
+            profile,
+            functions: IndexMap::default(),
+            frames: HashMap::default(),
+            arcs: Vec::new(),
+        };
+        let mut total = [0u64; 7];
+        let mut called: Vec<bool> = Vec::new();
+        let mut outer_costs: IndexMap<(usize, u32), Cost> = IndexMap::default();
+        for (stack, infos) in stacks {
+            let cost = cost_of(infos);
+            if cost.iter().all(|&c| c == 0) {
+                continue;
+            }
+            add(&mut total, &cost);
+            let path: Vec<(usize, u32)> = stack.iter().rev().map(|&a| graph.frame(a)).collect();
+            called.resize(graph.functions.len(), false);
+            for &(f, _) in path.iter().skip(1) {
+                called[f] = true;
+            }
+            if let Some(&outer) = path.first() {
+                add(outer_costs.entry(outer).or_insert([0; 7]), &cost);
+            }
+            let Some(&(leaf, leaf_line)) = path.last() else {
+                continue;
+            };
+            add(
+                graph.functions[leaf]
+                    .exclusive
+                    .entry(leaf_line)
+                    .or_insert([0; 7]),
+                &cost,
+            );
+            let mut seen: Vec<usize> = vec![path[0].0];
+            for pair in path.windows(2) {
+                let [(caller, line), (callee, callee_line)] = [pair[0], pair[1]];
+                let first = !seen.contains(&callee);
+                if first {
+                    seen.push(callee);
+                }
+                let call = graph.functions[caller]
+                    .calls
+                    .entry((line, callee, callee_line))
+                    .or_insert((1, [0; 7]));
+                if first {
+                    add(&mut call.1, &cost);
+                }
+            }
+        }
+        called.resize(graph.functions.len(), false);
+        for (&(outer, line), cost) in &outer_costs {
+            if called[outer] {
+                let root = graph.root();
+                let call = graph.functions[root]
+                    .calls
+                    .entry((0, outer, line))
+                    .or_insert((1, [0; 7]));
+                add(&mut call.1, cost);
+            }
+        }
+        let mut out = Vec::new();
+        write_graph(profile, &graph, &total, &mut out).unwrap();
+        out
+    }
+
+    proptest! {
+        /// Stacks of a few frames (recursion), each sharing some of its
+        /// outer frames with the one before, some without cost: the file
+        /// is the one whole stacks give.
+        #[test]
+        fn calls_kept_from_the_last_stack_are_whole_stacks_calls(
+            raw in prop::collection::vec(
+                (0usize..6, prop::collection::vec(1u64..6, 0..7), 0u64..3),
+                0..40,
+            ),
+        ) {
+            let profile = Profile::new(Run::new("t", "t", "./t"));
+            let mut stacks: Vec<(Vec<Addr>, StackInfos)> = Vec::new();
+            let mut outer: Vec<Addr> = Vec::new();
+            for (keep, inner, count) in raw {
+                // Outermost first: some of the last stack's outer frames,
+                // then frames of its own.
+                outer.truncate(keep);
+                outer.extend(inner.iter().map(|&a| Addr::native(a * 16)));
+                let mut infos = StackInfos::default();
+                for _ in 0..count {
+                    infos.alloc.add(8);
+                }
+                stacks.push((outer.iter().rev().copied().collect(), infos));
+            }
+            let mut out = Vec::new();
+            write_stacks::<io::Error>(
+                &profile,
+                |f| {
+                    for (s, i) in &stacks {
+                        f(s, i);
+                    }
+                    Ok(())
+                },
+                &mut out,
+            )
+            .unwrap();
+            let want = whole_stacks(&profile, &stacks);
+            prop_assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(want).unwrap());
+        }
+    }
 }
