@@ -63,6 +63,7 @@ impl Converter {
         std::thread::spawn(move || {
             let symbols = Symbols::new();
             let mut warmed = HashSet::new();
+            let mut globals_read = HashSet::new();
             let mut live = Live {
                 // HEAPLEDGER_LIVE=0: do not read the program (what a machine
                 // that forbids it gets), for testing that path.
@@ -84,6 +85,7 @@ impl Converter {
                             if !live.available() {
                                 warm(&symbols, &maps, &mut warmed);
                             }
+                            read_globals(&maps, &mut globals_read);
                             if let Some((stacks, frames)) = live.read_so_far() {
                                 prefault.ensure(Prefault::estimate(stacks, frames));
                             }
@@ -235,6 +237,25 @@ impl Live {
 }
 
 /// Parses the binaries of the executable mappings in `maps` not seen before.
+/// Reads the global variables of each binary the program maps (MALT's
+/// `globals`), once each, into the cache the conversion takes them from
+/// (`globals_of`): walking a large library's DWARF for them is tens of
+/// milliseconds (libpython's: 60), which after the program's end was most
+/// of a short Python run's conversion.
+fn read_globals(maps: &str, read: &mut HashSet<PathBuf>) {
+    for m in crate::maps::parse(maps) {
+        if !m.executable()
+            || !m.path.starts_with('/')
+            || m.path.ends_with(crate::preload::PRELOAD_NAME)
+            || read.contains(Path::new(m.path))
+        {
+            continue;
+        }
+        read.insert(PathBuf::from(m.path));
+        heapledger_symbols::globals::globals_of(Path::new(m.path));
+    }
+}
+
 fn warm(symbols: &Symbols, maps: &str, warmed: &mut HashSet<PathBuf>) {
     for m in crate::maps::parse(maps) {
         // heapledger's own recorder never shows in a stack, and its debug
