@@ -236,42 +236,39 @@ impl Live {
     }
 }
 
-/// Parses the binaries of the executable mappings in `maps` not seen before.
+/// The executable mappings in `maps` of binaries not in `seen`, which
+/// takes them. heapledger's own recorder is left out: it never shows in a
+/// stack, and its debug information is the largest of a small program's.
+fn new_binaries<'a>(
+    maps: &'a str,
+    seen: &'a mut HashSet<PathBuf>,
+) -> impl Iterator<Item = crate::maps::MapsLine<'a>> + 'a {
+    crate::maps::parse(maps).filter(move |m| {
+        m.executable()
+            && m.path.starts_with('/')
+            && !m.path.ends_with(crate::preload::PRELOAD_NAME)
+            && seen.insert(PathBuf::from(m.path))
+    })
+}
+
 /// Reads the global variables of each binary the program maps (MALT's
 /// `globals`), once each, into the cache the conversion takes them from
 /// (`globals_of`): walking a large library's DWARF for them is tens of
 /// milliseconds (libpython's: 60), which after the program's end was most
 /// of a short Python run's conversion.
 fn read_globals(maps: &str, read: &mut HashSet<PathBuf>) {
-    for m in crate::maps::parse(maps) {
-        if !m.executable()
-            || !m.path.starts_with('/')
-            || m.path.ends_with(crate::preload::PRELOAD_NAME)
-            || read.contains(Path::new(m.path))
-        {
-            continue;
-        }
-        read.insert(PathBuf::from(m.path));
+    for m in new_binaries(maps, read) {
         heapledger_symbols::globals::globals_of(Path::new(m.path));
     }
 }
 
+/// Parses the binaries of the executable mappings in `maps` not seen before.
 fn warm(symbols: &Symbols, maps: &str, warmed: &mut HashSet<PathBuf>) {
-    for m in crate::maps::parse(maps) {
-        // heapledger's own recorder never shows in a stack, and its debug
-        // information is the largest of a small program's.
-        if !m.executable()
-            || !m.path.starts_with('/')
-            || m.path.ends_with(crate::preload::PRELOAD_NAME)
-            || warmed.contains(Path::new(m.path))
-        {
-            continue;
-        }
+    for m in new_binaries(maps, warmed) {
         let len = m.end.saturating_sub(m.start);
         let offsets: Vec<u64> = (0..WARM_LOOKUPS)
             .map(|i| m.offset + len * i / WARM_LOOKUPS)
             .collect();
-        warmed.insert(PathBuf::from(m.path));
         symbols.warm(m.path.as_ref(), &offsets);
     }
 }
