@@ -293,8 +293,9 @@ pub fn to_compact_profile(
     // The nodes the profile's stacks use, and their frames: each stack's
     // node, then, children before parents (a parent's number is below its
     // children's), the parents of those marked. (Walking each stack up
-    // until a marked node missed the cache at every step: half a million
-    // stacks, 100 ms; the sweep goes through the nodes in order.)
+    // until a marked node missed the cache at every step; with this sweep
+    // through the nodes in order and the fetches ahead below, converting
+    // half a million stacks went from 0.28 s to 0.19.)
     let n_nodes = n_dump as usize + added.len();
     let mut used = vec![false; n_nodes];
     used[ROOT as usize] = true;

@@ -337,7 +337,7 @@ pub fn write(o: &Opened, out: &Path) -> Result<()> {
             flate2::Compression::default(),
         );
         // The samples go to the compressor 64 KiB at a time: one call a
-        // sample (50 bytes) cost more in the calls than in compressing.
+        // sample (about 50 bytes) cost about as much again as compressing.
         let mut buf = Vec::with_capacity(1 << 16);
         let rest = build(o, &mut |sample| {
             prost::encoding::message::encode(2, sample, &mut buf);
