@@ -51,7 +51,7 @@ pub use ext::{
     degrade_cause, stack_mode, CheckpointInfo, DegradeStep, Degraded, ExitInfo, HeapledgerExt,
     Inherited, InlineFrame, ModuleInfo, ResetInfo, TimeLost, Unhooked, WaitKind, EXT_VERSION,
 };
-pub use memstats::{GlobalVariable, MemStats, ReallocJump};
+pub use memstats::{GlobalVariable, GlobalVariables, MemStats, ReallocJump};
 pub use model::{Config, Globals, Profile, Run, FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS};
 pub use prefetch::prefetch;
 pub use query::{ticks_to_seconds, Frame};

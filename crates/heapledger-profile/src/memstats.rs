@@ -2,6 +2,12 @@
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Global variables per binary path. Each binary's list is shared: the
+/// processes of one run that load the same library (every `rustc` of a
+/// build loads the same 127 000 variables of LLVM) hold it once.
+pub type GlobalVariables = IndexMap<String, Arc<Vec<GlobalVariable>>>;
 
 /// `memStats`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -14,7 +20,7 @@ pub struct MemStats {
     pub realloc_jump: Vec<ReallocJump>,
     /// Global variables per binary path (the recorder may leave this empty).
     #[serde(default)]
-    pub global_variables: IndexMap<String, Vec<GlobalVariable>>,
+    pub global_variables: GlobalVariables,
 }
 
 /// `reallocJump[]`: `count` reallocs from `oldSize` to `newSize`.

@@ -21,6 +21,7 @@
 //! caller and renamed whole, so a profile is never seen half written.
 
 mod codec;
+mod globals;
 mod read;
 mod schema;
 mod tree;

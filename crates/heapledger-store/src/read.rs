@@ -8,11 +8,12 @@ use crate::schema::{
 use crate::tree::Nodes;
 use crate::StoreError;
 use heapledger_profile::{
-    Addr, AddrSpace, InstrEntry, Leak, LeakBlock, LeakBlocks, MinMaxSum, Profile, SeriesCounts,
-    StackInfos, StackStat, StringId,
+    Addr, AddrSpace, GlobalVariables, InstrEntry, Leak, LeakBlock, LeakBlocks, MinMaxSum, Profile,
+    SeriesCounts, StackInfos, StackStat, StringId,
 };
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::path::Path;
+use std::sync::Arc;
 
 /// A store open for reading.
 pub struct Store {
@@ -20,6 +21,12 @@ pub struct Store {
     /// Columns of its `stack` blocks: `STACK_COLUMNS`, or one fewer in
     /// version 1 (no temporary blocks).
     stack_columns: usize,
+    /// Its variables in a table of their own (version 3), not in each
+    /// process's `memStats` section.
+    globals_table: bool,
+    /// The variables read so far, by row: processes that load the same
+    /// binary share its list (`--all`).
+    globals_read: std::cell::RefCell<crate::globals::Read>,
 }
 
 /// A process of the run, as the `process` table lists it.
@@ -87,7 +94,7 @@ fn decompress_section(blob: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-fn corrupt(what: impl std::fmt::Display) -> StoreError {
+pub(crate) fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
 }
 
@@ -141,14 +148,17 @@ impl Store {
             ));
         }
         let version = get("version")?.unwrap_or_default();
-        let stack_columns = match version.as_str() {
-            "1" => STACK_COLUMNS - 1,
-            v if v == VERSION.to_string() => STACK_COLUMNS,
+        let (stack_columns, globals_table) = match version.as_str() {
+            "1" => (STACK_COLUMNS - 1, false),
+            "2" => (STACK_COLUMNS, false),
+            v if v == VERSION.to_string() => (STACK_COLUMNS, true),
             _ => return Err(StoreError::Version { found: version }),
         };
         Ok(Store {
             conn,
             stack_columns,
+            globals_table,
+            globals_read: Default::default(),
         })
     }
 
@@ -286,7 +296,50 @@ impl Store {
             });
         })?;
         profile.stacks.stats = stats;
+        profile.mem_stats.global_variables = self.globals(pid)?;
         Ok(profile)
+    }
+
+    /// The global and thread-local variables of every binary process (or
+    /// snapshot key) `pid` loaded, which [`Store::head`] leaves out (a
+    /// build's compiler lists 127 000 of them).
+    pub fn globals(&self, pid: u32) -> Result<GlobalVariables, StoreError> {
+        if !self.globals_table {
+            // Versions 1 and 2: in the process's `memStats` section.
+            let m: crate::globals::MemStatsGlobals = self.need(pid, "memStats")?;
+            return Ok(m
+                .global_variables
+                .into_iter()
+                .map(|(binary, vars)| (binary, Arc::new(vars)))
+                .collect());
+        }
+        let ids: Vec<i64> = self.section(pid, "variablesOf")?.unwrap_or_default();
+        let mut out = GlobalVariables::default();
+        for id in ids {
+            if let Some((binary, vars)) = self.globals_read.borrow().get(&id) {
+                out.insert(binary.clone(), vars.clone());
+                continue;
+            }
+            let (binary, blob): (String, Vec<u8>) = self
+                .conn
+                .query_row(
+                    "SELECT binary, data FROM variables WHERE id = ?1",
+                    [id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?
+                .ok_or_else(|| {
+                    corrupt(format!("process {pid} names variables it does not hold"))
+                })?;
+            let json = decompress_section(&blob)
+                .ok_or_else(|| corrupt(format!("the variables of {binary} do not decompress")))?;
+            let vars = Arc::new(crate::globals::decode(&binary, &json)?);
+            self.globals_read
+                .borrow_mut()
+                .insert(id, (binary.clone(), vars.clone()));
+            out.insert(binary, vars);
+        }
+        Ok(out)
     }
 
     /// One process's profile without its stacks (`stacks.stats` empty;
@@ -316,7 +369,9 @@ impl Store {
         p.timeline = self.need(pid, "timeline")?;
         p.scatter = self.need(pid, "scatter")?;
         p.threads = self.need(pid, "threads")?;
-        p.mem_stats = self.need(pid, "memStats")?;
+        p.mem_stats = self
+            .need::<crate::globals::MemStatsHead>(pid, "memStats")?
+            .into();
         p.globals = self.need(pid, "globals")?;
         p.domains = self.need(pid, "domains")?;
         p.heapledger = self.section(pid, "heapledger")?;

@@ -3,7 +3,7 @@
 /// `meta.format`: what the file is.
 pub const FORMAT: &str = "heapledger-profile";
 /// `meta.version`: bumped on any change a reader must know of.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 pub const SCHEMA: &str = "
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -52,6 +52,9 @@ CREATE TABLE frame(pid INTEGER NOT NULL, id INTEGER NOT NULL, address INTEGER NO
 CREATE TABLE block(pid INTEGER NOT NULL, kind TEXT NOT NULL, first INTEGER NOT NULL,
     rows INTEGER NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY(pid, kind, first)) WITHOUT ROWID;
+-- Global and thread-local variables, one row per binary (version 3; see
+-- `globals.rs`); the section `variablesOf` lists a process's rows.
+CREATE TABLE variables(id INTEGER PRIMARY KEY, binary TEXT NOT NULL, data BLOB NOT NULL);
 CREATE VIEW frames AS
     SELECT f.pid, f.id, printf('0x%x', f.address) AS address, fn.text AS function,
            fl.text AS file, f.line, b.text AS binary

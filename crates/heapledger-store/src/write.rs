@@ -1,6 +1,7 @@
 //! Writing a store: processes added one by one, in one transaction.
 
 use crate::codec::{encode_columns, zigzag, BLOCK_ROWS};
+use crate::globals::MemStatsOwn;
 use crate::schema::{
     FORMAT, LEAK_BLOCK_COLUMNS, LEAK_COLUMNS, NODE_COLUMNS, SCHEMA, SERIES_COLUMNS, STACK_COLUMNS,
     THREAD_STACK_COLUMNS, VERSION,
@@ -8,14 +9,17 @@ use crate::schema::{
 use crate::tree;
 use crate::StoreError;
 use heapledger_profile::prefetch;
-use heapledger_profile::{Addr, AddrSpace, MinMaxSum, Profile, StackInfos};
+use heapledger_profile::{Addr, AddrSpace, GlobalVariable, MinMaxSum, Profile, StackInfos};
 use rusqlite::{params, Connection};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A store being written. Nothing is visible until [`Writer::finish`].
 pub struct Writer {
     conn: Connection,
+    /// The variables already written, by binary: their lists and rows.
+    globals: crate::globals::Written,
 }
 
 /// What the store says of a process beside its profile.
@@ -80,7 +84,10 @@ impl Writer {
                 concat!("heapledger ", env!("CARGO_PKG_VERSION"))
             ],
         )?;
-        Ok(Writer { conn })
+        Ok(Writer {
+            conn,
+            globals: HashMap::new(),
+        })
     }
 
     /// Adds one process's profile.
@@ -405,7 +412,14 @@ impl Writer {
         put_section(c, pid, "timeline", &p.timeline)?;
         put_section(c, pid, "scatter", &p.scatter)?;
         put_section(c, pid, "threads", &p.threads)?;
-        put_section(c, pid, "memStats", &p.mem_stats)?;
+        put_section(c, pid, "memStats", &MemStatsOwn::of(&p.mem_stats))?;
+        let mut globals_of = Vec::with_capacity(p.mem_stats.global_variables.len());
+        for (binary, vars) in &p.mem_stats.global_variables {
+            globals_of.push(put_globals(c, &mut self.globals, binary, vars)?);
+        }
+        if !globals_of.is_empty() {
+            put_section(c, pid, "variablesOf", &globals_of)?;
+        }
         put_section(c, pid, "globals", &p.globals)?;
         put_section(c, pid, "domains", &p.domains)?;
         put_section(c, pid, "stacksCount", &p.stacks.count)?;
@@ -526,6 +540,32 @@ fn stack_row(i: &StackInfos, out: &mut [u64]) {
     out[24] = i.realloc_count;
     out[25] = zigzag(i.realloc_sum_delta);
     out[26] = i.temporary;
+}
+
+/// The row of `binary`'s variables `vars`, written unless an earlier
+/// process's were the same list (the same shared list, as a run's
+/// processes have, or an equal one).
+fn put_globals(
+    c: &Connection,
+    written: &mut crate::globals::Written,
+    binary: &str,
+    vars: &Arc<Vec<GlobalVariable>>,
+) -> Result<i64, StoreError> {
+    let known = written.entry(binary.to_owned()).or_default();
+    if let Some((_, id)) = known
+        .iter()
+        .find(|(v, _)| Arc::ptr_eq(v, vars) || **v == **vars)
+    {
+        return Ok(*id);
+    }
+    let data = crate::globals::encode(binary, vars)?;
+    c.execute(
+        "INSERT INTO variables(binary, data) VALUES (?1, ?2)",
+        params![binary, data],
+    )?;
+    let id = c.last_insert_rowid();
+    known.push((vars.clone(), id));
+    Ok(id)
 }
 
 pub(crate) fn put_section<T: serde::Serialize + ?Sized>(

@@ -114,3 +114,90 @@ fn stacks_over_several_blocks_read_back_unchanged() {
     assert_eq!(back.stacks.stats.len(), n);
     assert_eq!(back.stacks, p.stacks);
 }
+
+/// The variables of a binary that several processes load are written
+/// once, and only a reader that asks for them reads them.
+#[test]
+fn a_binarys_variables_are_kept_once_and_read_on_demand() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
+    let mut p = Profile::from_path(&fixture).unwrap();
+    assert!(p.mem_stats.global_variables.len() > 1);
+    let ext = |pid| {
+        let mut e = heapledger_profile::HeapledgerExt::new("dwarf", 64);
+        e.pid = pid;
+        Some(e)
+    };
+    p.heapledger = ext(4241);
+    let mut q = p.clone();
+    q.heapledger = ext(4242);
+    // One binary's list differs in the second process: a row of its own.
+    let (changed, vars) = q.mem_stats.global_variables.get_index_mut(0).unwrap();
+    let changed = changed.clone();
+    let mut other = (**vars).clone();
+    other[0].size += 1;
+    *vars = std::sync::Arc::new(other);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.sqlite");
+    let mut w = Writer::create(&path).unwrap();
+    w.add_process(&p, ProcessMeta::default()).unwrap();
+    w.add_process(&q, ProcessMeta::default()).unwrap();
+    w.finish().unwrap();
+
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let rows: usize = c
+        .query_row("SELECT count(*) FROM variables", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, p.mem_stats.global_variables.len() + 1);
+    drop(c);
+
+    let s = Store::open(&path).unwrap();
+    for (pid, want) in [(4241, &p), (4242, &q)] {
+        let (head, _) = s.head(pid).unwrap();
+        assert!(head.mem_stats.global_variables.is_empty());
+        assert_eq!(head.mem_stats.size_map, want.mem_stats.size_map);
+        let g = s.globals(pid).unwrap();
+        assert_eq!(g, want.mem_stats.global_variables, "process {pid}");
+    }
+    assert_ne!(
+        s.globals(4242).unwrap()[&changed],
+        p.mem_stats.global_variables[&changed]
+    );
+}
+
+/// A store of version 2 kept each process's variables in its `memStats`
+/// section: they read back from there.
+#[test]
+fn a_version_2_stores_variables_read_back() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
+    let p = Profile::from_path(&fixture).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.sqlite");
+    let mut w = Writer::create(&path).unwrap();
+    w.add_process(&p, ProcessMeta::default()).unwrap();
+    w.finish().unwrap();
+    // Made into version 2's layout: the whole memStats in its section.
+    let pid = p.heapledger.as_ref().map_or(0, |e| e.pid);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let json = serde_json::to_vec(&p.mem_stats).unwrap();
+    let blob = zstd::bulk::compress(&json, 3).unwrap();
+    c.execute_batch(
+        "UPDATE meta SET value = '2' WHERE key = 'version';
+         DELETE FROM variables; DELETE FROM section WHERE name = 'variablesOf';",
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE section SET data = ?1 WHERE pid = ?2 AND name = 'memStats'",
+        rusqlite::params![blob, pid],
+    )
+    .unwrap();
+    drop(c);
+    let s = Store::open(&path).unwrap();
+    let (head, _) = s.head(pid).unwrap();
+    assert!(head.mem_stats.global_variables.is_empty());
+    assert_eq!(head.mem_stats.size_map, p.mem_stats.size_map);
+    assert_eq!(s.globals(pid).unwrap(), p.mem_stats.global_variables);
+    assert_eq!(canonical(s.profile(pid).unwrap()), canonical(p));
+}

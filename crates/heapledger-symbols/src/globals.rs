@@ -37,25 +37,9 @@ const MAX_FILE: u64 = 1 << 30;
 /// DWARF larger than this is not walked for the variables' lines.
 const MAX_DEBUG_INFO: u64 = 64 << 20;
 
-/// The variables of the ELF file at `path` (read once per process of
-/// heapledger: the processes of a run share their libraries).
-pub fn globals_of(path: &Path) -> std::sync::Arc<Vec<GlobalVar>> {
-    use std::sync::{Arc, Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<std::path::PathBuf, Arc<Vec<GlobalVar>>>>> =
-        OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(v) = cache.lock().ok().and_then(|c| c.get(path).cloned()) {
-        return v;
-    }
-    let v = Arc::new(read_globals(path));
-    if let Ok(mut c) = cache.lock() {
-        c.insert(path.to_owned(), v.clone());
-    }
-    v
-}
-
 /// The variables of the ELF file at `path`; empty where it cannot be read.
-fn read_globals(path: &Path) -> Vec<GlobalVar> {
+/// (`heapledger` reads each file once per run and shares the list.)
+pub fn read_globals(path: &Path) -> Vec<GlobalVar> {
     let Ok(meta) = std::fs::metadata(path) else {
         return Vec::new();
     };

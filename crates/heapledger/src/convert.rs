@@ -6,6 +6,7 @@ use heapledger_profile as mp;
 use heapledger_profile::{Addr, InstrEntry, MapEntry, Profile, StackInfos, StringTable};
 use heapledger_symbols::{MappedModule, Resolved};
 use heapledger_wire::{AllocFn, Dump, Ending, StackCounters, ROOT};
+use std::sync::{Arc, Mutex, OnceLock};
 /// Maps keyed by addresses and stacks of addresses: no need for SipHash's
 /// defence against chosen keys, and a Python start-up hashes 16 000 stacks
 /// of 90 frames.
@@ -63,6 +64,57 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
+/// MALT's variables of the object at `path`, made once per `heapledger`
+/// process and shared by every profile that loads the object (a build's
+/// compilers each load the same large libraries); a caller that asks for
+/// an object another thread is reading waits for it (`read_globals_ahead`).
+pub fn globals_of(path: &str) -> Arc<Vec<mp::GlobalVariable>> {
+    type Slot = Arc<OnceLock<Arc<Vec<mp::GlobalVariable>>>>;
+    static CACHE: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
+    let slot: Slot = match CACHE.get_or_init(Default::default).lock() {
+        Ok(mut c) => c.entry(path.to_owned()).or_default().clone(),
+        Err(_) => Slot::default(),
+    };
+    slot.get_or_init(|| made_globals(path)).clone()
+}
+
+/// The objects whose global and TLS variables a process's profile lists:
+/// each it had loaded, but the recorder's own (as its frames are left out
+/// of stacks), sorted.
+pub fn global_paths(d: &Dump) -> Vec<&str> {
+    let mut paths: Vec<&str> = d
+        .modules
+        .iter()
+        .map(|m| m.path.as_str())
+        .filter(|p| {
+            !p.ends_with(crate::preload::PRELOAD_NAME) && !p.is_empty() && !p.starts_with('[')
+        })
+        .collect();
+    paths.sort_unstable();
+    paths.dedup();
+    paths
+}
+
+fn made_globals(path: &str) -> Arc<Vec<mp::GlobalVariable>> {
+    let vars = heapledger_symbols::globals::read_globals(std::path::Path::new(path));
+    Arc::new(
+        vars.into_iter()
+            .map(|v| mp::GlobalVariable {
+                symbol: v.symbol,
+                name: v.name,
+                size: v.size,
+                offset: v.offset,
+                sec_offset: v.section_offset,
+                tls: v.tls,
+                used_size: v.size,
+                binary_file: path.to_owned(),
+                source_file: v.file,
+                line: v.line,
+            })
+            .collect(),
+    )
+}
+
 fn meminfo(key: &str) -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -85,12 +137,12 @@ pub fn to_profile(
     p
 }
 
-/// [`to_profile`], its stacks left compact ([`Profile::compact`]): what
-/// the profile store is written from.
 /// Stacks from which a process's conversion drops the parsed debug
 /// information once its addresses are symbolized.
 const FORGET_PARSED_STACKS: usize = 100_000;
 
+/// [`to_profile`], its stacks left compact ([`Profile::compact`]): what
+/// the profile store is written from.
 pub fn to_compact_profile(
     d: &mut Dump,
     end: &ProcessEnd,
@@ -586,38 +638,10 @@ pub fn to_compact_profile(
     };
     d.thread_stacks = Vec::new();
 
-    // Global and TLS variables of each object the process had loaded, but
-    // the recorder's own (as its frames are left out of stacks).
-    let mut paths: Vec<&str> = d
-        .modules
-        .iter()
-        .map(|m| m.path.as_str())
-        .filter(|p| !p.ends_with(crate::preload::PRELOAD_NAME))
-        .collect();
-    paths.sort_unstable();
-    paths.dedup();
-    for path in paths {
-        if path.is_empty() || path.starts_with('[') {
-            continue;
-        }
-        let vars = heapledger_symbols::globals::globals_of(std::path::Path::new(path));
-        p.mem_stats.global_variables.insert(
-            path.to_owned(),
-            vars.iter()
-                .map(|v| mp::GlobalVariable {
-                    symbol: v.symbol.clone(),
-                    name: v.name.clone(),
-                    size: v.size,
-                    offset: v.offset,
-                    sec_offset: v.section_offset,
-                    tls: v.tls,
-                    used_size: v.size,
-                    binary_file: path.to_owned(),
-                    source_file: v.file.clone(),
-                    line: v.line,
-                })
-                .collect(),
-        );
+    for path in global_paths(d) {
+        p.mem_stats
+            .global_variables
+            .insert(path.to_owned(), globals_of(path));
     }
 
     let mut sizes = d.sizes.clone();

@@ -375,21 +375,23 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
             // profile, or processes merged, hold theirs.
             Format::Malt if o.streams_stacks() => {
                 let mut failed = None;
-                profile
-                    .write_streamed_to(&mut w, |write| {
-                        let read = o.each_stack(|stack, infos| {
-                            if failed.is_none() {
-                                if let Err(e) = write(stack, infos) {
-                                    failed = Some(anyhow!("{e}"));
-                                }
+                // The store keeps the variables apart from the profile.
+                let mut with = profile.clone();
+                with.mem_stats.global_variables = o.globals()?;
+                with.write_streamed_to(&mut w, |write| {
+                    let read = o.each_stack(|stack, infos| {
+                        if failed.is_none() {
+                            if let Err(e) = write(stack, infos) {
+                                failed = Some(anyhow!("{e}"));
                             }
-                        });
-                        if let Err(e) = read {
-                            failed.get_or_insert(e);
                         }
-                        Ok(())
-                    })
-                    .map_err(|e| anyhow!("{e}"))?;
+                    });
+                    if let Err(e) = read {
+                        failed.get_or_insert(e);
+                    }
+                    Ok(())
+                })
+                .map_err(|e| anyhow!("{e}"))?;
                 if let Some(e) = failed {
                     return Err(e);
                 }

@@ -113,6 +113,18 @@ impl Opened {
         }
     }
 
+    /// The global and thread-local variables of every binary the shown
+    /// process loaded: read from the store on demand (the profile opened
+    /// from one leaves them out, as most readers do not show them).
+    pub fn globals(&self) -> Result<heapledger_profile::GlobalVariables> {
+        match &self.stream {
+            Some((store, stream, path)) => store
+                .globals(stream.pid)
+                .map_err(|e| anyhow!("`{}` {e}", path.display())),
+            None => Ok(self.profile.mem_stats.global_variables.clone()),
+        }
+    }
+
     /// Whether the stacks come from a store as they are read
     /// ([`Opened::each_stack`]), not from `profile.stacks`.
     pub fn streams_stacks(&self) -> bool {
@@ -439,6 +451,13 @@ pub fn merge(mut profiles: Vec<Profile>) -> Profile {
             *base.mem_stats.size_map.entry(size).or_default() += n;
         }
         base.mem_stats.realloc_jump.extend(p.mem_stats.realloc_jump);
+        // Every binary's variables once (the processes share their lists).
+        for (binary, vars) in p.mem_stats.global_variables {
+            base.mem_stats
+                .global_variables
+                .entry(binary)
+                .or_insert(vars);
+        }
         base.run.runtime = base.run.runtime.max(p.run.runtime);
         if let (Some(b), Some(e)) = (base.heapledger.as_mut(), p.heapledger.as_ref()) {
             b.peak_requested += e.peak_requested;

@@ -124,14 +124,32 @@ impl Converter {
     pub fn convert(&self, job: Job, compact: bool) -> Reply<(Vec<Profile>, Job)> {
         self.call(move |symbols| {
             let mut job = job;
-            let p: Vec<Profile> = job
-                .iter_mut()
-                .map(|(d, end)| match compact {
-                    true => convert::to_compact_profile(d, end, symbols),
-                    false => convert::to_profile(d, end, symbols),
-                })
+            // The variables of every process's binaries are read on a
+            // thread of their own while the stacks are symbolized: the
+            // child processes' binaries were not read during the run (a
+            // build's compilers load libraries with 100 000 variables).
+            let mut paths: Vec<String> = job
+                .iter()
+                .flat_map(|(d, _)| convert::global_paths(d))
+                .map(str::to_owned)
                 .collect();
-            (p, job)
+            paths.sort_unstable();
+            paths.dedup();
+            std::thread::scope(|scope| {
+                scope.spawn(move || {
+                    for path in &paths {
+                        convert::globals_of(path);
+                    }
+                });
+                let p: Vec<Profile> = job
+                    .iter_mut()
+                    .map(|(d, end)| match compact {
+                        true => convert::to_compact_profile(d, end, symbols),
+                        false => convert::to_profile(d, end, symbols),
+                    })
+                    .collect();
+                (p, job)
+            })
         })
     }
 
@@ -258,7 +276,7 @@ fn new_binaries<'a>(
 /// of a short Python run's conversion.
 fn read_globals(maps: &str, read: &mut HashSet<PathBuf>) {
     for m in new_binaries(maps, read) {
-        heapledger_symbols::globals::globals_of(Path::new(m.path));
+        convert::globals_of(m.path);
     }
 }
 

@@ -5,6 +5,8 @@
 mod common;
 
 use common::*;
+use heapledger_profile::Profile;
+use std::path::Path;
 
 #[test]
 fn known_globals_and_tls_variables_with_their_sizes_and_lines() {
@@ -62,4 +64,61 @@ fn known_globals_and_tls_variables_with_their_sizes_and_lines() {
                 && vars.iter().any(|v| v.name == "errno" && v.tls)),
         "libc's errno (TLS) is not listed"
     );
+}
+
+/// Processes that load the same binaries share its variables: the store
+/// holds each binary's list once, and each process's export lists them.
+#[test]
+fn processes_of_one_run_share_each_binarys_variables() {
+    let dir = Scratch::new("globals_shared");
+    let exe = dir.join("globals");
+    compile("cc", &["globals.c"], SITE_FLAGS, &exe);
+    let script = format!("{0} && {0}", exe.display());
+    let (main, _) = profile_of("dwarf", &dir, Path::new("/bin/sh"), &["-c", &script]);
+    let children: Vec<Profile> = std::fs::read_dir(dir.join("p.children"))
+        .expect("the children's exports")
+        .map(|e| Profile::from_path(&e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(children.len(), 2, "two runs of the program");
+    let exe_path = std::fs::canonicalize(&exe).unwrap();
+    for p in &children {
+        let vars = p
+            .mem_stats
+            .global_variables
+            .iter()
+            .find(|(path, _)| std::fs::canonicalize(path).ok().as_deref() == Some(&*exe_path))
+            .map(|(_, v)| v)
+            .expect("the program's variables");
+        assert!(vars
+            .iter()
+            .any(|v| v.name == "big_table" && v.size == 40000));
+        assert!(p
+            .mem_stats
+            .global_variables
+            .keys()
+            .any(|k| k.contains("libc.so")));
+    }
+    assert!(main
+        .mem_stats
+        .global_variables
+        .keys()
+        .any(|k| k.contains("libc.so")));
+
+    let c = rusqlite::Connection::open(dir.join("p.sqlite")).unwrap();
+    let (rows, binaries): (i64, i64) = c
+        .query_row(
+            "SELECT count(*), count(DISTINCT binary) FROM variables",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(rows, binaries, "a binary's variables are written once");
+    let libc: i64 = c
+        .query_row(
+            "SELECT count(*) FROM variables WHERE binary LIKE '%libc.so%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(libc, 1);
 }

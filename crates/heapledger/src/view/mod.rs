@@ -241,7 +241,7 @@ pub fn answer(
         "range" => Ok((JSON, serde_json::to_vec(&range_answer(o, query)?)?)),
         "threads" => Ok((JSON, serde_json::to_vec(&threads(o))?)),
         "scatter" => Ok((JSON, serde_json::to_vec(&scatter(o))?)),
-        "globals" => Ok((JSON, serde_json::to_vec(&globals(o))?)),
+        "globals" => Ok((JSON, serde_json::to_vec(&globals(o)?)?)),
         // `heapledger waits --json`: every entry of time lost, with both
         // stacks.
         "waits" => Ok((
@@ -383,11 +383,9 @@ fn scatter(o: &Opened) -> serde_json::Value {
 }
 
 /// Global and thread-local variables, largest first (at most 500).
-fn globals(o: &Opened) -> serde_json::Value {
-    let mut rows: Vec<_> = o
-        .profile
-        .mem_stats
-        .global_variables
+fn globals(o: &Opened) -> Result<serde_json::Value> {
+    let all = o.globals()?;
+    let mut rows: Vec<_> = all
         .iter()
         .flat_map(|(binary, vars)| vars.iter().map(move |v| (binary, v)))
         .collect();
@@ -395,7 +393,7 @@ fn globals(o: &Opened) -> serde_json::Value {
     let total: u64 = rows.iter().map(|(_, v)| v.size).sum();
     let count = rows.len();
     rows.truncate(500);
-    serde_json::json!({
+    Ok(serde_json::json!({
         "count": count,
         "bytes": total,
         "rows": rows.iter().map(|(binary, v)| serde_json::json!({
@@ -406,7 +404,7 @@ fn globals(o: &Opened) -> serde_json::Value {
             "file": v.source_file,
             "line": v.line,
         })).collect::<Vec<_>>(),
-    })
+    }))
 }
 
 fn summary(o: &Opened) -> Result<serde_json::Value> {
@@ -508,7 +506,7 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     data.insert("meta".into(), serde_json::json!({ "base": null }));
     data.insert("threads".into(), threads(o));
     data.insert("scatter".into(), scatter(o));
-    data.insert("globals".into(), globals(o));
+    data.insert("globals".into(), globals(o)?);
     data.insert(
         "waits".into(),
         serde_json::from_str(&crate::waits::report(&o.profile, 16, true))?,
