@@ -20,12 +20,43 @@ pub enum Pick {
     All,
 }
 
+/// The stacks of a profile opened from a store, read as they are needed:
+/// one process's, or those of every process merged (`--all`), each with
+/// the new addresses of its frames that mean something else in the first
+/// process (`merge`).
+struct Streams {
+    store: Store,
+    parts: Vec<(StackStream, Remap)>,
+    path: std::path::PathBuf,
+}
+
+/// Frames of a merged process moved to addresses of their own.
+type Remap = HashMap<Addr, Addr>;
+
+impl Streams {
+    fn one(store: Store, stream: StackStream, path: &Path) -> Streams {
+        Streams {
+            store,
+            parts: vec![(stream, Remap::new())],
+            path: path.to_owned(),
+        }
+    }
+
+    /// The store and the stream of a profile of one process.
+    fn single(&self) -> Option<(&Store, &StackStream, &Path)> {
+        match self.parts.as_slice() {
+            [(stream, _)] => Some((&self.store, stream, &self.path)),
+            _ => None,
+        }
+    }
+}
+
 /// A profile to show, and the store's other processes.
 pub struct Opened {
     /// The profile; without its stacks where they are given one by one
     /// from the store (`each_stack`).
     pub profile: Profile,
-    stream: Option<(Store, StackStream, std::path::PathBuf)>,
+    stream: Option<Streams>,
     /// The store's processes not shown (empty for a JSON profile, and with
     /// `--all`).
     pub others: Vec<ProcessInfo>,
@@ -42,7 +73,7 @@ impl Opened {
     /// The blocks alive at exit one by one, with their pointers, where the
     /// store holds them (not for a JSON profile, nor a merge of processes).
     pub fn leak_blocks(&self) -> Result<Option<heapledger_profile::LeakBlocks>> {
-        match &self.stream {
+        match self.stream.as_ref().and_then(Streams::single) {
             Some((store, stream, path)) => store
                 .leak_blocks(stream.pid)
                 .map(Some)
@@ -58,8 +89,8 @@ impl Opened {
     /// it started; the last its end); empty where there is none (a JSON
     /// profile, a merge of processes, a run without checkpoints).
     pub fn series_times(&self) -> Result<Vec<f64>> {
-        match &self.stream {
-            Some((store, stream, path)) if self.merged <= 1 => store
+        match self.stream.as_ref().and_then(Streams::single) {
+            Some((store, stream, path)) => store
                 .series_times(stream.pid)
                 .map_err(|e| anyhow!("`{}` {e}", path.display())),
             _ => Ok(Vec::new()),
@@ -81,8 +112,8 @@ impl Opened {
             heapledger_profile::SeriesCounts,
         )>,
     > {
-        match &self.stream {
-            Some((store, stream, path)) if self.merged <= 1 => store
+        match self.stream.as_ref().and_then(Streams::single) {
+            Some((store, stream, path)) => store
                 .series_between(stream.pid, from, to)
                 .map_err(|e| anyhow!("`{}` {e}", path.display())),
             _ => Ok(Vec::new()),
@@ -94,8 +125,8 @@ impl Opened {
     /// kept; empty where one thread allocated, or for a JSON profile or a
     /// merge of processes.
     pub fn thread_stack_threads(&self) -> Result<(Vec<u32>, u64)> {
-        match &self.stream {
-            Some((store, stream, path)) if self.merged <= 1 => store
+        match self.stream.as_ref().and_then(Streams::single) {
+            Some((store, stream, path)) => store
                 .thread_stack_threads(stream.pid)
                 .map_err(|e| anyhow!("`{}` {e}", path.display())),
             _ => Ok((Vec::new(), 0)),
@@ -105,8 +136,8 @@ impl Opened {
     /// What thread `thread` (an index in `profile.threads`) allocated at
     /// each stack: (stack row in `each_stack`'s order, allocations, bytes).
     pub fn thread_stacks(&self, thread: u32) -> Result<Vec<(u32, u64, u64)>> {
-        match &self.stream {
-            Some((store, stream, path)) if self.merged <= 1 => store
+        match self.stream.as_ref().and_then(Streams::single) {
+            Some((store, stream, path)) => store
                 .thread_stacks(stream.pid, thread)
                 .map_err(|e| anyhow!("`{}` {e}", path.display())),
             _ => Ok(Vec::new()),
@@ -117,12 +148,21 @@ impl Opened {
     /// process loaded: read from the store on demand (the profile opened
     /// from one leaves them out, as most readers do not show them).
     pub fn globals(&self) -> Result<heapledger_profile::GlobalVariables> {
-        match &self.stream {
-            Some((store, stream, path)) => store
+        let Some(s) = &self.stream else {
+            return Ok(self.profile.mem_stats.global_variables.clone());
+        };
+        // Merged processes: every binary's once.
+        let mut all = heapledger_profile::GlobalVariables::default();
+        for (stream, _) in &s.parts {
+            let vars = s
+                .store
                 .globals(stream.pid)
-                .map_err(|e| anyhow!("`{}` {e}", path.display())),
-            None => Ok(self.profile.mem_stats.global_variables.clone()),
+                .map_err(|e| anyhow!("`{}` {e}", s.path.display()))?;
+            for (binary, v) in vars {
+                all.entry(binary).or_insert(v);
+            }
         }
+        Ok(all)
     }
 
     /// Whether the stacks come from a store as they are read
@@ -133,9 +173,22 @@ impl Opened {
 
     pub fn each_stack(&self, mut f: impl FnMut(&[Addr], &StackInfos)) -> Result<()> {
         match &self.stream {
-            Some((store, stream, path)) => stream
-                .each_stack(store, |stack, infos| f(stack, &infos))
-                .map_err(|e| anyhow!("`{}` {e}", path.display())),
+            Some(s) => {
+                let mut moved = Vec::new();
+                for (stream, remap) in &s.parts {
+                    stream
+                        .each_stack(&s.store, |stack, infos| {
+                            if remap.is_empty() {
+                                return f(stack, &infos);
+                            }
+                            moved.clear();
+                            moved.extend(stack.iter().map(|a| remap.get(a).copied().unwrap_or(*a)));
+                            f(&moved, &infos)
+                        })
+                        .map_err(|e| anyhow!("`{}` {e}", s.path.display()))?;
+                }
+                Ok(())
+            }
             None => {
                 for s in self.profile.stacks.iter() {
                     f(&s.stack, &s.infos);
@@ -243,7 +296,7 @@ pub fn open_snapshot(
             Load::Whole => (check(store.profile(found.key).map_err(named)?)?, None),
             Load::Streamed => {
                 let (profile, stream) = store.head(found.key).map_err(named)?;
-                (check(profile)?, Some((store, stream, path.to_owned())))
+                (check(profile)?, Some(Streams::one(store, stream, path)))
             }
         };
         return Ok(Opened {
@@ -257,14 +310,41 @@ pub fn open_snapshot(
     }
     match pick {
         Pick::All => {
-            let mut profiles = Vec::with_capacity(procs.len());
-            for p in &procs {
-                profiles.push(check(store.profile(p.pid).map_err(named)?)?);
-            }
-            let merged = profiles.len();
+            let merged = procs.len();
+            let (profile, stream) = match load {
+                Load::Whole => {
+                    let mut profiles = Vec::with_capacity(procs.len());
+                    for p in &procs {
+                        profiles.push(check(store.profile(p.pid).map_err(named)?)?);
+                    }
+                    (merge(profiles).0, None)
+                }
+                // Each process's stacks read in turn as the reader sums
+                // them: memory for the merged heads and each process's
+                // prefix tree, not for every stack's frames.
+                Load::Streamed => {
+                    let mut heads = Vec::with_capacity(procs.len());
+                    let mut streams = Vec::with_capacity(procs.len());
+                    for p in &procs {
+                        let (head, stream) = store.head(p.pid).map_err(named)?;
+                        heads.push(check(head)?);
+                        streams.push(stream);
+                    }
+                    let (profile, remaps) = merge(heads);
+                    let parts = streams.into_iter().zip(remaps).collect();
+                    (
+                        profile,
+                        Some(Streams {
+                            store,
+                            parts,
+                            path: path.to_owned(),
+                        }),
+                    )
+                }
+            };
             Ok(Opened {
-                profile: merge(profiles),
-                stream: None,
+                profile,
+                stream,
                 others: Vec::new(),
                 merged,
                 checkpoint: None,
@@ -287,7 +367,7 @@ pub fn open_snapshot(
                 Load::Whole => (check(store.profile(want.pid).map_err(named)?)?, None),
                 Load::Streamed => {
                     let (profile, stream) = store.head(want.pid).map_err(named)?;
-                    (check(profile)?, Some((store, stream, path.to_owned())))
+                    (check(profile)?, Some(Streams::one(store, stream, path)))
                 }
             };
             let snapshots = store_snapshots(&stream, path, want.pid)?;
@@ -316,13 +396,13 @@ fn one(profile: Profile) -> Opened {
 
 /// The snapshots of process `pid` in the store at `path`.
 fn store_snapshots(
-    stream: &Option<(Store, StackStream, std::path::PathBuf)>,
+    stream: &Option<Streams>,
     path: &Path,
     pid: u32,
 ) -> Result<Vec<heapledger_store::SnapshotInfo>> {
     let named = |e: heapledger_store::StoreError| anyhow!("`{}` {e}", path.display());
     let all = match stream {
-        Some((store, _, _)) => store.snapshots().map_err(named)?,
+        Some(s) => s.store.snapshots().map_err(named)?,
         None => Store::open(path)
             .and_then(|s| s.snapshots())
             .map_err(named)?,
@@ -397,14 +477,23 @@ pub fn others_line(path: &Path, others: &[ProcessInfo]) -> Option<String> {
 /// gets an address of its own), their totals and peaks added up (the
 /// processes' peaks need not have come at the same moment: their sum is
 /// what they could have held at once).
-pub fn merge(mut profiles: Vec<Profile>) -> Profile {
+///
+/// The profiles may be whole, or heads without their stacks
+/// (`Store::head`), which the reader then reads from the store: the answer
+/// has, per profile, the addresses of its frames moved elsewhere (empty for
+/// the first), for its stacks read afterwards.
+pub fn merge(mut profiles: Vec<Profile>) -> (Profile, Vec<Remap>) {
     if profiles.len() <= 1 {
-        return profiles
+        let p = profiles
             .pop()
             .unwrap_or_else(|| Profile::new(heapledger_profile::Run::new("heapledger", "", "")));
+        return (p, vec![Remap::new()]);
     }
     let mut rest = profiles.split_off(1);
     let mut base = profiles.pop().expect("one profile");
+    let mut remaps = vec![Remap::new()];
+    let mut stacks_count = base.stacks.count;
+    let mut domains = base.domains;
     let mut strings = StringTable::from_strings(std::mem::take(&mut base.sites.strings));
     // Synthetic addresses for frames that clash, above any user address.
     let mut next_synthetic: u64 = 0xffff_8000_0000_0000;
@@ -416,7 +505,7 @@ pub fn merge(mut profiles: Vec<Profile>) -> Profile {
                 .get(id.index())
                 .map_or(heapledger_profile::UNKNOWN, String::as_str)
         };
-        let mut remap: HashMap<Addr, Addr> = HashMap::new();
+        let mut remap = Remap::new();
         for (a, e) in &p.sites.instr {
             let entry = InstrEntry {
                 file: strings.intern(s(e.file)),
@@ -447,6 +536,8 @@ pub fn merge(mut profiles: Vec<Profile>) -> Profile {
             base.leaks.push(l);
         }
         base.threads.extend(p.threads);
+        stacks_count += p.stacks.count;
+        add_domains(&mut domains, &p.domains);
         for (size, n) in p.mem_stats.size_map {
             *base.mem_stats.size_map.entry(size).or_default() += n;
         }
@@ -480,9 +571,16 @@ pub fn merge(mut profiles: Vec<Profile>) -> Profile {
                 b.inlined.insert(map(a), frames);
             }
         }
+        remaps.push(remap);
     }
     base.sites.strings = strings.into_strings();
-    base.stacks.count = base.stacks.stats.len() as u64;
+    base.stacks.count = stacks_count;
+    // Each process numbered its stacks from 1: numbered again, in the
+    // order they are given (as a merge read from the store numbers them).
+    let mut text = [0u8; 24];
+    for (i, st) in base.stacks.stats.iter_mut().enumerate() {
+        st.stack_id = Addr::native(i as u64 + 1).format_into(&mut text).to_owned();
+    }
     base.leaks.sort_by_key(|l| std::cmp::Reverse(l.memory));
     base.run.command = format!(
         "{} processes merged, the first: {}",
@@ -495,8 +593,30 @@ pub fn merge(mut profiles: Vec<Profile>) -> Profile {
     if let Some(e) = base.heapledger.as_mut() {
         e.runtime_leaks = runtime;
     }
+    let streamed = base.stacks.stats.is_empty() && base.compact.is_none();
     base.fill_malt_totals();
-    base
+    if streamed {
+        // The totals are the processes' own, added up (what filling them
+        // from every stack gives).
+        base.domains = domains;
+    }
+    (base, remaps)
+}
+
+/// Adds `b` to `a`, domain by domain.
+fn add_domains(a: &mut heapledger_profile::Domains, b: &heapledger_profile::Domains) {
+    for (x, y) in [
+        (&mut a.counters, &b.counters),
+        (&mut a.mem, &b.mem),
+        (&mut a.local_peak, &b.local_peak),
+        (&mut a.at_global_peak, &b.at_global_peak),
+    ] {
+        x.c += y.c;
+        x.py_obj += y.py_obj;
+        x.py_mem += y.py_mem;
+        x.py_raw += y.py_raw;
+        x.mmap += y.mmap;
+    }
 }
 
 /// A small text file read whole (suppressions): only a regular file, of

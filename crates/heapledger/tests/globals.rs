@@ -77,7 +77,7 @@ fn processes_of_one_run_share_each_binarys_variables() {
     let (main, _) = profile_of("dwarf", &dir, Path::new("/bin/sh"), &["-c", &script]);
     let children: Vec<Profile> = std::fs::read_dir(dir.join("p.children"))
         .expect("the children's exports")
-        .map(|e| Profile::from_path(&e.unwrap().path()).unwrap())
+        .map(|e| Profile::from_path(e.unwrap().path()).unwrap())
         .collect();
     assert_eq!(children.len(), 2, "two runs of the program");
     let exe_path = std::fs::canonicalize(&exe).unwrap();

@@ -297,3 +297,80 @@ fn a_program_killed_by_sigkill_leaves_its_last_checkpoint() {
     assert_eq!(at("freed_site"), (5, 11725, 5, 0));
     assert_eq!(at("zeroed_site"), (3, 10371, 0, 10371));
 }
+
+/// `--all` reads each process's stacks from the store as the reader sums
+/// them, not every stack at once: what it gives is what merging the whole
+/// profiles gives. The two programs are one source built at fixed
+/// addresses with a function renamed, so that its addresses mean a
+/// function of each (the second's frames move to addresses of their own).
+#[test]
+fn processes_merged_as_their_stacks_are_read_are_the_whole_merge() {
+    use heapledger::profiles::{open, Load, Opened, Pick};
+    let dir = Scratch::new("store-merge");
+    let flags: Vec<&str> = SITE_FLAGS.iter().copied().chain(["-no-pie"]).collect();
+    let renamed: Vec<&str> = flags
+        .iter()
+        .copied()
+        .chain(["-Dalloc_small=alloc_tiny"])
+        .collect();
+    let (a, b) = (dir.join("basic"), dir.join("renamed"));
+    compile("cc", &["basic.c"], &flags, &a);
+    compile("cc", &["basic.c"], &renamed, &b);
+    let script = format!("{} && {}", a.display(), b.display());
+    let store = dir.join("p.sqlite");
+    let (code, _, err) = heapledger(
+        &dir,
+        &[
+            "run",
+            "-o",
+            store.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+
+    let stacks = |o: &Opened| {
+        let mut v = Vec::new();
+        o.each_stack(|s, i| v.push((s.to_vec(), i.clone())))
+            .unwrap();
+        v
+    };
+    let whole = open(&store, Pick::All, Load::Whole).unwrap();
+    let streamed = open(&store, Pick::All, Load::Streamed).unwrap();
+    assert!(streamed.streams_stacks() && !whole.streams_stacks());
+    assert_eq!(whole.merged, 3);
+    assert_eq!(streamed.merged, 3);
+    let (ws, ss) = (stacks(&whole), stacks(&streamed));
+    assert!(!ws.is_empty());
+    assert_eq!(ws, ss, "the stacks");
+    // Frames of the second program moved: one address meant two functions.
+    let synthetic = |o: &Opened| {
+        o.profile
+            .sites
+            .instr
+            .keys()
+            .filter(|a| a.value() >= 0xffff_8000_0000_0000)
+            .count()
+    };
+    assert!(synthetic(&streamed) > 0, "no frame had to move");
+    assert!(ss
+        .iter()
+        .any(|(s, _)| s.iter().any(|a| a.value() >= 0xffff_8000_0000_0000)));
+    assert_eq!(whole.globals().unwrap(), streamed.globals().unwrap());
+
+    // The rest of the merged profile: the same, but for the stacks and the
+    // variables it holds itself.
+    let mut w = whole.profile.clone();
+    let mut s = streamed.profile.clone();
+    w.stacks.stats.clear();
+    w.mem_stats.global_variables.clear();
+    s.mem_stats.global_variables.clear();
+    assert_eq!(w.stacks.count, ss.len() as u64);
+    assert_eq!(w.domains, s.domains, "the totals");
+    assert_eq!(w.leaks, s.leaks);
+    assert_eq!(w.sites, s.sites);
+    assert_eq!(w, s);
+}
