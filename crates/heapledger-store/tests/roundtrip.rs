@@ -19,6 +19,13 @@ fn canonical(mut p: Profile) -> Profile {
     p
 }
 
+/// MALT 1.6.2's own sample profile.
+fn malt_sample() -> Profile {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
+    Profile::from_path(&fixture).unwrap()
+}
+
 fn round_trip(p: &Profile, dir: &Path) -> Profile {
     let path = dir.join("p.sqlite");
     let mut w = Writer::create(&path).unwrap();
@@ -39,9 +46,7 @@ fn round_trip(p: &Profile, dir: &Path) -> Profile {
 
 #[test]
 fn malts_own_sample_reads_back_unchanged() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
-    let p = Profile::from_path(&fixture).unwrap();
+    let p = malt_sample();
     let dir = tempfile::tempdir().unwrap();
     let back = canonical(round_trip(&p, dir.path()));
     let p = canonical(p);
@@ -93,9 +98,7 @@ fn a_given_profile_reads_back_unchanged() {
 /// its own counters.
 #[test]
 fn stacks_over_several_blocks_read_back_unchanged() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
-    let mut p = Profile::from_path(&fixture).unwrap();
+    let mut p = malt_sample();
     let base = std::mem::take(&mut p.stacks.stats);
     let n = 2 * heapledger_store::BLOCK_ROWS + 13;
     for i in 0..n {
@@ -119,9 +122,7 @@ fn stacks_over_several_blocks_read_back_unchanged() {
 /// once, and only a reader that asks for them reads them.
 #[test]
 fn a_binarys_variables_are_kept_once_and_read_on_demand() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
-    let mut p = Profile::from_path(&fixture).unwrap();
+    let mut p = malt_sample();
     assert!(p.mem_stats.global_variables.len() > 1);
     let ext = |pid| {
         let mut e = heapledger_profile::HeapledgerExt::new("dwarf", 64);
@@ -170,9 +171,7 @@ fn a_binarys_variables_are_kept_once_and_read_on_demand() {
 /// section: they read back from there.
 #[test]
 fn a_version_2_stores_variables_read_back() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../heapledger-profile/tests/fixtures/malt-1.6.2-sample/profile.json");
-    let p = Profile::from_path(&fixture).unwrap();
+    let p = malt_sample();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.sqlite");
     let mut w = Writer::create(&path).unwrap();
