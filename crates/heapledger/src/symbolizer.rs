@@ -90,6 +90,17 @@ impl Converter {
                                 prefault.ensure(Prefault::estimate(stacks, frames));
                             }
                         }
+                        // The processes it started: their binaries parsed
+                        // and their variables read now, not after the run
+                        // (a build's compilers load libraries of 100 000
+                        // symbols, each parsed once for all of them).
+                        for child in descendants(pid) {
+                            if let Ok(maps) = std::fs::read_to_string(format!("/proc/{child}/maps"))
+                            {
+                                warm(&symbols, &maps, &mut warmed);
+                                read_globals(&maps, &mut globals_read);
+                            }
+                        }
                         poll = (poll * 2).min(POLL_MAX);
                     }
                     Err(RecvTimeoutError::Disconnected) => return,
@@ -280,6 +291,34 @@ fn read_globals(maps: &str, read: &mut HashSet<PathBuf>) {
     }
 }
 
+/// Processes looked at below the program's, at most.
+const MAX_DESCENDANTS: usize = 256;
+
+/// The processes below `pid`: its children, theirs, and so on (at most
+/// `MAX_DESCENDANTS`), as `/proc` lists them now.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            for child in text.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
+                if out.len() == MAX_DESCENDANTS {
+                    return out;
+                }
+                out.push(child);
+                todo.push(child);
+            }
+        }
+    }
+    out
+}
+
 /// Parses the binaries of the executable mappings in `maps` not seen before.
 fn warm(symbols: &Symbols, maps: &str, warmed: &mut HashSet<PathBuf>) {
     for m in new_binaries(maps, warmed) {
@@ -288,5 +327,33 @@ fn warm(symbols: &Symbols, maps: &str, warmed: &mut HashSet<PathBuf>) {
             .map(|i| m.offset + len * i / WARM_LOOKUPS)
             .collect();
         symbols.warm(m.path.as_ref(), &offsets);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::descendants;
+    use std::process::{Command, Stdio};
+
+    /// A child, and the child it starts, are both found below this process.
+    #[test]
+    fn descendants_are_children_and_theirs() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let grandchild: u32 = line.trim().parse().unwrap();
+        let found = descendants(std::process::id());
+        let _ = Command::new("kill").arg(grandchild.to_string()).status();
+        let _ = child.wait();
+        assert!(found.contains(&child.id()), "{found:?}");
+        assert!(found.contains(&grandchild), "{found:?}");
     }
 }
