@@ -51,8 +51,9 @@ type OwnedRow = (
     Option<u32>,
 );
 
-/// `binary`'s variables as a row's `data`.
-pub(crate) fn encode(binary: &str, vars: &[GlobalVariable]) -> Result<Vec<u8>, StoreError> {
+/// `binary`'s variables as a row's `data` of the `variables` table (see
+/// `Writer::add_variables`).
+pub fn encode(binary: &str, vars: &[GlobalVariable]) -> Result<Vec<u8>, StoreError> {
     let rows: Vec<Row> = vars
         .iter()
         .map(|v| {

@@ -28,6 +28,7 @@ mod tree;
 mod write;
 
 pub use codec::BLOCK_ROWS;
+pub use globals::encode as encode_variables;
 pub use read::{ProcessInfo, SnapshotInfo, StackStream, Store};
 pub use schema::{FORMAT, VERSION};
 pub use write::{ProcessMeta, SnapshotMeta, Writer, SNAPSHOT_KEYS};

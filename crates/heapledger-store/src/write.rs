@@ -90,6 +90,19 @@ impl Writer {
         })
     }
 
+    /// Writes `binary`'s variables `vars` from `data`, what
+    /// [`crate::encode_variables`] made of them (ahead of time, by a caller
+    /// that had the time), unless they are written already: a process
+    /// added afterwards that holds this very list takes this row.
+    pub fn add_variables(
+        &mut self,
+        binary: &str,
+        vars: &Arc<Vec<GlobalVariable>>,
+        data: &[u8],
+    ) -> Result<(), StoreError> {
+        put_globals(&self.conn, &mut self.globals, binary, vars, Some(data)).map(|_| ())
+    }
+
     /// Adds one process's profile.
     pub fn add_process(&mut self, p: &Profile, meta: ProcessMeta) -> Result<(), StoreError> {
         let pid = p.heapledger.as_ref().map_or(0, |e| e.pid);
@@ -415,7 +428,7 @@ impl Writer {
         put_section(c, pid, "memStats", &MemStatsOwn::of(&p.mem_stats))?;
         let mut globals_of = Vec::with_capacity(p.mem_stats.global_variables.len());
         for (binary, vars) in &p.mem_stats.global_variables {
-            globals_of.push(put_globals(c, &mut self.globals, binary, vars)?);
+            globals_of.push(put_globals(c, &mut self.globals, binary, vars, None)?);
         }
         if !globals_of.is_empty() {
             put_section(c, pid, "variablesOf", &globals_of)?;
@@ -550,6 +563,7 @@ fn put_globals(
     written: &mut crate::globals::Written,
     binary: &str,
     vars: &Arc<Vec<GlobalVariable>>,
+    data: Option<&[u8]>,
 ) -> Result<i64, StoreError> {
     let known = written.entry(binary.to_owned()).or_default();
     if let Some((_, id)) = known
@@ -558,7 +572,14 @@ fn put_globals(
     {
         return Ok(*id);
     }
-    let data = crate::globals::encode(binary, vars)?;
+    let made;
+    let data = match data {
+        Some(d) => d,
+        None => {
+            made = crate::globals::encode(binary, vars)?;
+            &made
+        }
+    };
     c.execute(
         "INSERT INTO variables(binary, data) VALUES (?1, ?2)",
         params![binary, data],

@@ -69,13 +69,40 @@ fn hostname() -> String {
 /// compilers each load the same large libraries); a caller that asks for
 /// an object another thread is reading waits for it (`read_globals_ahead`).
 pub fn globals_of(path: &str) -> Arc<Vec<mp::GlobalVariable>> {
-    type Slot = Arc<OnceLock<Arc<Vec<mp::GlobalVariable>>>>;
-    static CACHE: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
-    let slot: Slot = match CACHE.get_or_init(Default::default).lock() {
+    variables_of(path).list.clone()
+}
+
+/// An object's variables, and the store's row of them, made with them (on
+/// the symbolizing thread while the program runs, where it can), so that
+/// writing the store after the run only copies it.
+pub struct Variables {
+    pub list: Arc<Vec<mp::GlobalVariable>>,
+    pub row: Option<Vec<u8>>,
+}
+
+type VariablesSlot = Arc<OnceLock<Arc<Variables>>>;
+
+fn variables_slot(path: &str) -> VariablesSlot {
+    static CACHE: OnceLock<Mutex<HashMap<String, VariablesSlot>>> = OnceLock::new();
+    match CACHE.get_or_init(Default::default).lock() {
         Ok(mut c) => c.entry(path.to_owned()).or_default().clone(),
-        Err(_) => Slot::default(),
-    };
-    slot.get_or_init(|| made_globals(path)).clone()
+        Err(_) => VariablesSlot::default(),
+    }
+}
+
+fn variables_of(path: &str) -> Arc<Variables> {
+    variables_slot(path)
+        .get_or_init(|| {
+            let list = made_globals(path);
+            let row = heapledger_store::encode_variables(path, &list).ok();
+            Arc::new(Variables { list, row })
+        })
+        .clone()
+}
+
+/// The variables of `path` with their row, if they were made already.
+pub fn variables_made(path: &str) -> Option<Arc<Variables>> {
+    variables_slot(path).get().cloned()
 }
 
 /// The objects whose global and TLS variables a process's profile lists:

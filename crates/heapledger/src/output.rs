@@ -15,6 +15,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// Checks, before the program runs, that a profile can be written at
 /// `path`: creates its missing directories, refuses a directory, a
@@ -176,6 +177,18 @@ pub fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Res
     write_whole_with(path, |file, tmp| {
         drop(file);
         let mut w = heapledger_store::Writer::create(tmp).map_err(|e| anyhow::anyhow!("{e}"))?;
+        // The variables' rows made ahead (`convert::Variables`), for the
+        // very lists the profiles hold.
+        for p in profiles {
+            for (binary, vars) in &p.mem_stats.global_variables {
+                if let Some(made) = crate::convert::variables_made(binary) {
+                    if let (true, Some(row)) = (Arc::ptr_eq(&made.list, vars), &made.row) {
+                        w.add_variables(binary, vars, row)
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    }
+                }
+            }
+        }
         let mut main = true;
         for p in profiles {
             let tps = p.globals.ticks_per_second.max(1) as f64;
