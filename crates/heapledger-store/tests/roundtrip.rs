@@ -200,3 +200,28 @@ fn a_version_2_stores_variables_read_back() {
     assert_eq!(s.globals(pid).unwrap(), p.mem_stats.global_variables);
     assert_eq!(canonical(s.profile(pid).unwrap()), canonical(p));
 }
+
+/// Rows of variables made ahead (`encode_variables`, `add_variables`) are
+/// the ones the processes holding those lists take.
+#[test]
+fn variables_written_ahead_are_the_processes_rows() {
+    let p = malt_sample();
+    let pid = p.heapledger.as_ref().map_or(0, |e| e.pid);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.sqlite");
+    let mut w = Writer::create(&path).unwrap();
+    for (binary, vars) in &p.mem_stats.global_variables {
+        let row = heapledger_store::encode_variables(binary, vars).unwrap();
+        w.add_variables(binary, vars, &row).unwrap();
+    }
+    w.add_process(&p, ProcessMeta::default()).unwrap();
+    w.finish().unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let rows: usize = c
+        .query_row("SELECT count(*) FROM variables", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, p.mem_stats.global_variables.len());
+    drop(c);
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.globals(pid).unwrap(), p.mem_stats.global_variables);
+}
