@@ -350,6 +350,16 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
         )?),
         _ => None,
     };
+    // The store keeps the variables apart from the profile: read before
+    // the file is made, so that a damaged store is named as such.
+    let with_globals = match format {
+        Format::Malt if o.streams_stacks() => {
+            let mut with = profile.clone();
+            with.mem_stats.global_variables = o.globals()?;
+            Some(with)
+        }
+        _ => None,
+    };
     crate::output::write_whole(out, |f| {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
         match format {
@@ -375,9 +385,7 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
             // profile, or processes merged, hold theirs.
             Format::Malt if o.streams_stacks() => {
                 let mut failed = None;
-                // The store keeps the variables apart from the profile.
-                let mut with = profile.clone();
-                with.mem_stats.global_variables = o.globals()?;
+                let with = with_globals.as_ref().expect("made above");
                 with.write_streamed_to(&mut w, |write| {
                     let read = o.each_stack(|stack, infos| {
                         if failed.is_none() {

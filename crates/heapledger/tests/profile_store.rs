@@ -184,6 +184,28 @@ fn damaged_and_foreign_stores_are_refused_in_one_line() {
     drop(c);
     refused(&dir, &block, &["damaged"]);
 
+    // Variables that are not there, or not zstd: only the readers that
+    // show them refuse (report does not read them).
+    for (name, damage) in [
+        ("novars.sqlite", "DELETE FROM variables"),
+        ("badvars.sqlite", "UPDATE variables SET data = x'00112233'"),
+    ] {
+        let f = dir.join(name);
+        std::fs::write(&f, &bytes).unwrap();
+        let c = rusqlite::Connection::open(&f).unwrap();
+        c.execute(damage, []).unwrap();
+        drop(c);
+        let fs = f.to_str().unwrap();
+        let (code, _, err) = heapledger(&dir, &["export", "--format", "malt", "-o", "v.json", fs]);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(name) && err.contains("is damaged"), "{err}");
+        assert!(!err.contains("cannot write"), "{err}");
+        assert!(!dir.join("v.json").exists());
+        let (code, _, err) = heapledger(&dir, &["report", fs]);
+        assert_eq!(code, Some(0), "{name}: {err}");
+    }
+
     // The good one reads.
     let (code, out, err) = heapledger(&dir, &["report", good.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
