@@ -385,6 +385,17 @@ fn processes_merged_as_their_stacks_are_read_are_the_whole_merge() {
 
     // The rest of the merged profile: the same, but for the stacks and the
     // variables it holds itself.
+    let whole_ids: std::collections::HashSet<&str> = whole
+        .profile
+        .stacks
+        .iter()
+        .map(|s| s.stack_id.as_str())
+        .collect();
+    assert_eq!(
+        whole_ids.len(),
+        ws.len(),
+        "the whole merge's stack ids repeat"
+    );
     let mut w = whole.profile.clone();
     let mut s = streamed.profile.clone();
     w.stacks.stats.clear();
@@ -395,4 +406,26 @@ fn processes_merged_as_their_stacks_are_read_are_the_whole_merge() {
     assert_eq!(w.leaks, s.leaks);
     assert_eq!(w.sites, s.sites);
     assert_eq!(w, s);
+
+    // The MALT export numbers the merged stacks once (each process's
+    // started from 1).
+    let out = dir.join("all.json");
+    let (code, _, err) = heapledger(
+        &dir,
+        &[
+            "export",
+            store.to_str().unwrap(),
+            "--all",
+            "--format",
+            "malt",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let merged = heapledger_profile::Profile::from_path(&out).unwrap();
+    let ids: std::collections::HashSet<&str> =
+        merged.stacks.iter().map(|s| s.stack_id.as_str()).collect();
+    assert_eq!(ids.len(), merged.stacks.stats.len(), "stack ids repeat");
+    assert_eq!(merged.stacks.stats.len(), ss.len());
 }
