@@ -426,12 +426,12 @@ impl Writer {
         put_section(c, pid, "scatter", &p.scatter)?;
         put_section(c, pid, "threads", &p.threads)?;
         put_section(c, pid, "memStats", &MemStatsOwn::of(&p.mem_stats))?;
-        let mut globals_of = Vec::with_capacity(p.mem_stats.global_variables.len());
+        let mut rows = Vec::with_capacity(p.mem_stats.global_variables.len());
         for (binary, vars) in &p.mem_stats.global_variables {
-            globals_of.push(put_globals(c, &mut self.globals, binary, vars, None)?);
+            rows.push(put_globals(c, &mut self.globals, binary, vars, None)?);
         }
-        if !globals_of.is_empty() {
-            put_section(c, pid, "variablesOf", &globals_of)?;
+        if !rows.is_empty() {
+            put_section(c, pid, "variablesOf", &rows)?;
         }
         put_section(c, pid, "globals", &p.globals)?;
         put_section(c, pid, "domains", &p.domains)?;

@@ -67,7 +67,8 @@ fn hostname() -> String {
 /// MALT's variables of the object at `path`, made once per `heapledger`
 /// process and shared by every profile that loads the object (a build's
 /// compilers each load the same large libraries); a caller that asks for
-/// an object another thread is reading waits for it (`read_globals_ahead`).
+/// an object another thread is reading (the symbolizing thread during the
+/// run, or the conversion's helper thread, `Converter::convert`) waits for it.
 pub fn globals_of(path: &str) -> Arc<Vec<mp::GlobalVariable>> {
     variables_of(path).list.clone()
 }
