@@ -32,6 +32,18 @@ mod base {
             panic!("no memory");
         }
     }
+    pub mod config {
+        pub struct Config {
+            pub spill_slack: u64,
+            pub spill_min: usize,
+        }
+        pub fn get() -> &'static Config {
+            &Config {
+                spill_slack: 1 << 16,
+                spill_min: 1 << 12,
+            }
+        }
+    }
 }
 
 mod data {
@@ -209,4 +221,82 @@ fn merged_maps_equal_the_merged_totals() {
     let mut again = StackMap::new();
     assert!(again.absorb(3, &f, 0));
     assert_eq!(again.full(0).t, f.t);
+}
+
+/// Two maps of random counters over `ids` stacks, the first with more
+/// entries (made the same way for the same seed).
+fn two_maps(seed: u64) -> (StackMap, StackMap) {
+    let mut r = Rng(seed);
+    let (mut a, mut b) = (StackMap::new(), StackMap::new());
+    let mut model = vec![Totals::default(); 64];
+    for i in 0..20_000 {
+        let id = (r.next() % 64) as u32;
+        if i % 4 != 0 {
+            apply(&mut r, &mut a, &mut model, id);
+        } else if id < 40 {
+            apply(&mut r, &mut b, &mut model, id);
+        }
+    }
+    (a, b)
+}
+
+/// A map taken in whole (a thread's, ended or handing its entries over)
+/// adds up as its entries absorbed one by one, whichever map is larger
+/// (the larger's entries are moved, not copied), and is left empty.
+#[test]
+fn maps_taken_in_equal_their_entries_absorbed() {
+    let (a, b) = two_maps(0x0005_eed0_fa11);
+    assert!(a.len() > b.len() && !b.is_empty());
+    let mut want = StackMap::new();
+    for m in [&a, &b] {
+        for (id, at) in m.iter() {
+            assert!(want.absorb(id, &m.full(at), 9));
+        }
+    }
+    // Into an empty map (moved), then the smaller added; and into a map
+    // that holds the smaller's entries (added one by one, as a lookup
+    // leaves them in its cache of recent ids), the larger moved under it.
+    for first_absorbed in [false, true] {
+        let (mut a, mut b) = two_maps(0x0005_eed0_fa11);
+        let mut got = StackMap::new();
+        if first_absorbed {
+            for (id, at) in b.iter() {
+                assert!(got.absorb(id, &b.full(at), 9));
+            }
+            // Each id's first entry in the cache last (the order in which
+            // they are added below).
+            let ids: Vec<u32> = got.iter().map(|(id, _)| id).collect();
+            for &id in ids.iter().rev() {
+                assert!(got.get(id).is_some());
+            }
+            assert!(got.take_in(&mut a, 9));
+        } else {
+            assert!(got.take_in(&mut a, 9));
+            assert!(got.take_in(&mut b, 9));
+            assert!(b.is_empty() && b.find(1).is_none());
+        }
+        assert!(a.is_empty() && a.find(1).is_none());
+        for id in 0..64 {
+            let (w, g) = (want.find(id), got.find(id));
+            assert_eq!(w.is_some(), g.is_some(), "stack {id}");
+            if let (Some(w), Some(g)) = (w, g) {
+                let (w, g) = (want.full(w), got.full(g));
+                assert_eq!(
+                    (w.t, w.alive, w.flushed),
+                    (g.t, g.alive, g.flushed),
+                    "stack {id}"
+                );
+                assert_eq!(w.at_peak_final(9), g.at_peak_final(9), "stack {id}");
+            }
+        }
+        // An event after finds its own entry (through the cache of recent
+        // ids too).
+        for id in 0..64 {
+            if got.find(id).is_some() {
+                let before = totals(&got, id).alloc.count;
+                got.get(id).unwrap().add_alloc(8, 1, 8);
+                assert_eq!(totals(&got, id).alloc.count, before + 1, "stack {id}");
+            }
+        }
+    }
 }

@@ -309,7 +309,7 @@ pub struct ThreadStacks {
     /// profile's stacks, allocations, bytes allocated), by thread then
     /// stack.
     pub rows: Vec<(u32, u32, u64, u64)>,
-    /// Threads that ended without their rows kept (the recorder's budget).
+    /// Threads whose rows were not kept (the recorder's budget).
     pub unkept: u64,
 }
 

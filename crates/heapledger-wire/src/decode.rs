@@ -148,7 +148,7 @@ pub struct Dump {
     /// What each thread allocated at each stack ([`Tag::ThreadStack`]):
     /// thread number, stack id, allocations, bytes.
     pub thread_stacks: Vec<(u64, u64, u64, u64)>,
-    /// Ended threads whose rows were not kept ([`Tag::ThreadStacksUnkept`]).
+    /// Threads whose rows were not kept ([`Tag::ThreadStacksUnkept`]).
     pub thread_stacks_unkept: u64,
 }
 

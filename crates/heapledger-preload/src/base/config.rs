@@ -49,6 +49,12 @@ pub struct Config {
     /// thread keeping its `waits_top` longest (`data::timelog`).
     pub waits: bool,
     pub waits_top: u32,
+    /// How many more per-thread stack entries than distinct stacks the
+    /// live threads may hold before a thread's entries are handed to the
+    /// process's (`thread::life::spill`), and how many a thread must hold
+    /// to hand them over; `spill_slack=N` and `spill_min=N`, for tests.
+    pub spill_slack: u64,
+    pub spill_min: usize,
 }
 
 pub const DEFAULT: Config = Config {
@@ -66,7 +72,15 @@ pub const DEFAULT: Config = Config {
     only_lib: None,
     waits: true,
     waits_top: 32,
+    spill_slack: SPILL_SLACK,
+    spill_min: SPILL_MIN,
 };
+
+/// The defaults of `spill_slack` and `spill_min` (`data::stackmap::ENTRIES`):
+/// a slack of 65 536 entries (7 MB), and 4096 entries (420 KB) that a thread
+/// holds at least before it hands them over.
+pub const SPILL_SLACK: u64 = 1 << 16;
+pub const SPILL_MIN: usize = 1 << 12;
 
 /// What `get` answers until `load` has run.
 static BEFORE_LOAD: Config = DEFAULT;
@@ -117,6 +131,8 @@ pub fn parse(s: &[u8]) -> Config {
             b"snapshot_above" => c.snapshot_above = num(v).unwrap_or(0),
             b"waits" => c.waits = v != b"0",
             b"waits_top" => c.waits_top = num(v).map_or(32, |n| n.clamp(1, 64) as u32),
+            b"spill_slack" => c.spill_slack = num(v).unwrap_or(c.spill_slack),
+            b"spill_min" => c.spill_min = num(v).map_or(c.spill_min, |n| n.max(1) as usize),
             _ => {}
         }
     }

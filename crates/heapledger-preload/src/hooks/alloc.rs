@@ -178,6 +178,9 @@ fn on_alloc(
 /// counters without growing.
 #[inline(always)]
 fn with_counters(st: &mut ThreadState, id: u32) -> Option<u32> {
+    if st.stacks.spill_due() {
+        crate::thread::life::spill(st);
+    }
     if st.stacks.get(id).is_some() {
         return Some(id);
     }

@@ -7,7 +7,9 @@
 //! would pass it keeps none (counted in [`UNKEPT`], which the dump says).
 //! A state reused for a new thread (past `KEEP_ENDED` ended threads) gives
 //! its rows back, as the row of its thread is folded then. A live thread's
-//! rows come from its table at the dump.
+//! rows come from its table at the dump, after those it kept when it
+//! handed its table over (`life::spill`); a thread that cannot keep them
+//! all (the budget) keeps none, and is counted in [`UNKEPT`] too.
 
 use super::state::ThreadState;
 use alloc::vec::Vec;
@@ -19,7 +21,7 @@ pub const BUDGET: u64 = 1 << 20;
 /// Rows kept by the ended threads' states.
 static ROWS: AtomicU64 = AtomicU64::new(0);
 
-/// Ended threads whose rows were not kept (the budget, or memory).
+/// Threads whose rows were not kept (the budget, or memory).
 pub static UNKEPT: AtomicU64 = AtomicU64::new(0);
 
 /// (stack id, allocations, bytes allocated) of one stack of a thread.
@@ -32,12 +34,17 @@ pub type Row = (u32, u64, u64);
 const INLINE: usize = 4;
 
 /// An ended thread's rows: a few in the state, more in a block of their
-/// own.
+/// own. A live thread that handed its counters over (`life::spill`) keeps
+/// the rows of what it handed here too, and its table's rows come after.
+/// A stack may have several rows (handed over, then met again): readers
+/// add them up.
 #[derive(Default)]
 pub struct Kept {
     inline: [Row; INLINE],
     len: u8,
     more: Vec<Row>,
+    /// Rows were not all kept (the budget, or memory): the thread has none.
+    lost: bool,
 }
 
 impl Kept {
@@ -46,6 +53,7 @@ impl Kept {
             inline: [(0, 0, 0); INLINE],
             len: 0,
             more: Vec::new(),
+            lost: false,
         }
     }
 
@@ -55,17 +63,42 @@ impl Kept {
             false => &self.more,
         }
     }
+
+    /// Drops the rows, counting the thread among those whose rows were not
+    /// kept.
+    fn lose(&mut self) {
+        ROWS.fetch_sub(self.more.capacity() as u64, Ordering::Relaxed);
+        *self = Kept {
+            lost: true,
+            ..Kept::new()
+        };
+        UNKEPT.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Keeps the rows of `s`, a thread that ends, from its table (before the
 /// table goes).
 pub fn keep(s: &mut ThreadState) {
-    let n = s.stacks.iter().count() as u64;
-    if n as usize <= INLINE {
+    add_table_rows(s);
+}
+
+/// Keeps the rows of `s`, a live thread whose counters are handed over,
+/// from its table (before the table is emptied).
+pub fn spill(s: &mut ThreadState) {
+    add_table_rows(s);
+}
+
+/// Adds the rows of the table of `s` to those it keeps.
+fn add_table_rows(s: &mut ThreadState) {
+    if s.kept.lost {
+        return;
+    }
+    let n = s.stacks.iter().count();
+    let have = s.kept.rows().len();
+    if s.kept.more.is_empty() && have + n <= INLINE {
         for (id, at) in s.stacks.iter() {
             let a = s.stacks.full(at).t.alloc;
             let k = &mut s.kept;
-            // (A state keeps rows once: its table is emptied then.)
             if a.count > 0 && (k.len as usize) < INLINE {
                 k.inline[k.len as usize] = (id, a.count, a.sum);
                 k.len += 1;
@@ -73,22 +106,38 @@ pub fn keep(s: &mut ThreadState) {
         }
         return;
     }
+    let old_cap = s.kept.more.capacity();
+    let want = have + n;
+    let grow = want.saturating_sub(old_cap) as u64;
     let fits = ROWS
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-            (r + n <= BUDGET).then_some(r + n)
+            (r + grow <= BUDGET).then_some(r + grow)
         })
         .is_ok();
-    if !fits || s.kept.more.try_reserve_exact(n as usize).is_err() {
-        if fits {
-            ROWS.fetch_sub(n, Ordering::Relaxed);
-        }
-        UNKEPT.fetch_add(1, Ordering::Relaxed);
+    if !fits {
+        s.kept.lose();
         return;
     }
+    let reserved = s
+        .kept
+        .more
+        .try_reserve_exact(want - s.kept.more.len())
+        .is_ok();
     // (What the allocator gave beyond is charged too: `forget` gives the
     // capacity back.)
-    let cap = s.kept.more.capacity() as u64;
-    ROWS.fetch_add(cap.saturating_sub(n), Ordering::Relaxed);
+    let cap = s.kept.more.capacity();
+    ROWS.fetch_add((cap - old_cap) as u64, Ordering::Relaxed);
+    ROWS.fetch_sub(grow, Ordering::Relaxed);
+    if !reserved {
+        s.kept.lose();
+        return;
+    }
+    if s.kept.more.is_empty() {
+        let k = &mut s.kept;
+        let inline = k.len as usize;
+        k.more.extend_from_slice(&k.inline[..inline]);
+        k.len = 0;
+    }
     for (id, at) in s.stacks.iter() {
         let a = s.stacks.full(at).t.alloc;
         if a.count > 0 {
@@ -113,8 +162,11 @@ pub fn forked() {
 /// Calls `f` on each row of `s`: a live thread's from its table, an ended
 /// one's kept.
 pub fn each_row(s: &ThreadState, mut f: impl FnMut(Row)) {
+    if s.kept.lost {
+        return;
+    }
+    s.kept.rows().iter().for_each(|&r| f(r));
     if s.dead {
-        s.kept.rows().iter().for_each(|&r| f(r));
         return;
     }
     for (id, at) in s.stacks.iter() {

@@ -10,7 +10,7 @@ use crate::base::phase;
 use crate::base::real;
 use crate::base::sync;
 use crate::data::counters;
-use crate::data::counters::{Histogram, SizeHistogram, StackMap};
+use crate::data::counters::{Histogram, SizeHistogram};
 use crate::thread::altstack;
 use crate::thread::side;
 use alloc::boxed::Box;
@@ -59,11 +59,9 @@ fn retire(st: *mut ThreadState) {
         .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));
     s.stacks.flush_all();
     super::kept::keep(s);
-    for (id, at) in s.stacks.iter() {
-        // Without memory for the merged counters, the thread's are lost
-        // (recording stopped: the arena could not serve them).
-        r.stacks.absorb(id, &s.stacks.full(at), epoch);
-    }
+    // Without memory for the merged counters, the thread's are lost
+    // (recording stopped: the arena could not serve them).
+    r.stacks.take_in(&mut s.stacks, epoch);
     r.sizes.absorb(&s.sizes);
     r.jumps.absorb(&s.jumps);
     r.size_time.absorb(&s.size_time);
@@ -72,7 +70,7 @@ fn retire(st: *mut ThreadState) {
     r.truncated += s.truncated;
     s.unknown_frees = 0;
     s.truncated = 0;
-    s.stacks = StackMap::new();
+    s.stacks.empty();
     s.sizes = SizeHistogram::new();
     s.jumps = Histogram::new();
     s.size_time = Histogram::new();
@@ -89,6 +87,38 @@ fn retire(st: *mut ThreadState) {
     }
     reg.ended_tail = st;
     reg.ended += 1;
+}
+
+/// Hands the per-stack counters of `s`, a live thread's state, to the
+/// retired state's (the process's), as `retire` does when a thread ends,
+/// and empties its map, so that threads running the same code do not each
+/// keep an entry for every stack (see `stackmap::ENTRIES`). What the thread
+/// allocated at each stack is kept in its rows (`kept`). The thread's next
+/// event at one of these stacks makes a new entry, from zero: the counters
+/// add up, and the bytes at the peak follow `Full::absorb`'s rule, since
+/// what is handed over no longer changes. Called inside a hook of the
+/// thread itself (its state `busy`); where the registry's lock is not free
+/// at once (a checkpoint reading the states, a thread starting or ending),
+/// the map is kept and handed over at a later new entry.
+#[cold]
+#[inline(never)]
+pub fn spill(s: &mut ThreadState) {
+    if s.number >= SPARE || s.dead {
+        return;
+    }
+    let _e = sync::ErrnoGuard::new();
+    let Some(mut reg) = REGISTRY.try_lock_for(1) else {
+        return;
+    };
+    let epoch = counters::peak();
+    s.stacks.flush_all();
+    super::kept::spill(s);
+    let r = reg
+        .retired
+        .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));
+    // (Without memory for the process's counters, the thread's are lost,
+    // as in `retire`: recording stopped.)
+    r.stacks.take_in(&mut s.stacks, epoch);
 }
 
 /// The oldest ended state, taken off the queue with its row summed into
@@ -298,6 +328,7 @@ pub fn start_afresh() {
         t.reset_lean(t.left.get());
     }
     super::kept::forked();
+    crate::data::stackmap::ENTRIES.store(0, Ordering::Relaxed);
     reg.max_alive = reg.alive;
     reg.next_number = reg.alive;
     reg.retired = None;

@@ -262,7 +262,7 @@ impl ThreadState {
         self.moves = [0; 4];
         self.last_alloc = 0;
         self.mem_ops = 0;
-        self.stacks = StackMap::new();
+        self.stacks.empty();
         self.sizes = SizeHistogram::new();
         self.jumps = Histogram::new();
         self.size_time = Histogram::new();
@@ -318,7 +318,14 @@ impl ThreadState {
             seg_high: 0,
             mem_ops: 0,
             calls: 0,
-            stacks: StackMap::new(),
+            // A thread's own map counts in the entries threads hold
+            // (`stackmap::ENTRIES`); the retired, folded and orphan states'
+            // do not.
+            stacks: if with_unwind {
+                StackMap::for_thread()
+            } else {
+                StackMap::new()
+            },
             sizes: SizeHistogram::new(),
             jumps: Histogram::new(),
             size_time: Histogram::new(),

@@ -1,0 +1,164 @@
+//! Threads that run the same code keep their per-stack counters within a
+//! bound: once the live threads hold more entries than there are distinct
+//! stacks (plus a slack), a thread hands its entries to the process's
+//! (`stackmap::ENTRIES`, `thread::life::spill`). `shared_stacks.c`: four
+//! threads, three rounds each over the same 512 stacks. With the slack at
+//! 0 and a thread handing its entries over from 64 on, they are handed
+//! over many times a round; every stack's counts, bytes and leaks, the
+//! shares of the peak and each thread's own view must still be exact.
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+const BITS: u32 = 9;
+const ROUNDS: u64 = 3;
+const THREADS: u64 = 4;
+
+/// The path of a folded line of `shared_stacks`: bit K is 1 where the
+/// stack goes through aK, 0 through bK; None for another stack.
+fn path_of(frames: &str) -> Option<u32> {
+    let names: Vec<&str> = frames.split(';').collect();
+    if names.last() != Some(&"leaf") {
+        return None;
+    }
+    let mut p = 0;
+    for k in 0..BITS {
+        let (a, b) = (format!("a{k}"), format!("b{k}"));
+        match (names.contains(&a.as_str()), names.contains(&b.as_str())) {
+            (true, false) => p |= 1 << k,
+            (false, true) => {}
+            _ => return None,
+        }
+    }
+    Some(p)
+}
+
+/// `export --format folded --metric METRIC`: path -> weight, and the
+/// weight of the other stacks.
+fn folded(store: &Path, metric: &str, dir: &Scratch) -> (HashMap<u32, u64>, u64) {
+    let out = dir.join(&format!("{metric}.folded"));
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["export", "--format", "folded", "--metric", metric, "-o"])
+        .arg(&out)
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut by_path = HashMap::new();
+    let mut other = 0;
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let (frames, w) = line.rsplit_once(' ').unwrap();
+        let w: u64 = w.parse().unwrap();
+        match path_of(frames) {
+            Some(p) => *by_path.entry(p).or_insert(0) += w,
+            None => other += w,
+        }
+    }
+    (by_path, other)
+}
+
+#[test]
+fn threads_that_hand_their_counters_over_keep_every_count_exact() {
+    let dir = Scratch::new("threads-spill");
+    let exe = compile_threaded("shared_stacks", &dir);
+    // The raw data where an interrupted run would have left it, so that
+    // `heapledger recover` makes the profile store of it.
+    let tmpdir = dir.join("tmpdir");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let left = tmpdir.join(format!("heapledger-{dead}-0-0"));
+    std::fs::create_dir(&left).unwrap();
+    let o = Command::new(&exe)
+        .env("LD_PRELOAD", heapledger::preload::find_preload().unwrap())
+        .env(heapledger_wire::ENV_DIR, &left)
+        .env(
+            heapledger_wire::ENV_OPTS,
+            "stack=dwarf,depth=256,follow=1,sample=0,spill_slack=0,spill_min=64",
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // Handed over: a thread's rows name a stack more than once (what it
+    // handed over, then its new entry).
+    let raw: Vec<_> = std::fs::read_dir(&left)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(raw.len(), 1, "{raw:?}");
+    let d = heapledger_wire::decode_owned(std::fs::read(&raw[0]).unwrap()).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let again = d
+        .thread_stacks
+        .iter()
+        .filter(|&&(t, s, _, _)| !seen.insert((t, s)))
+        .count();
+    assert!(again > 0, "no thread handed its counters over");
+
+    let out = dir.join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["recover", "-o"])
+        .arg(&out)
+        .env("TMPDIR", &tmpdir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stores: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(stores.len(), 1, "{}", String::from_utf8_lossy(&o.stderr));
+    let store = &stores[0];
+
+    let size = |p: u32, t: u64| 16 + u64::from(p % 61) + 8 * t;
+    let (counts, _) = folded(store, "count", &dir);
+    let (bytes, _) = folded(store, "bytes", &dir);
+    let (leaked, _) = folded(store, "leaked", &dir);
+    assert_eq!(counts.len(), 1 << BITS);
+    for p in 0..1u32 << BITS {
+        assert_eq!(counts.get(&p), Some(&(THREADS * ROUNDS)), "path {p}");
+        let all: u64 = (0..THREADS).map(|t| size(p, t)).sum();
+        assert_eq!(bytes.get(&p), Some(&(ROUNDS * all)), "path {p}");
+        let kept = if p % 7 == 0 { all } else { 0 };
+        assert_eq!(leaked.get(&p).copied().unwrap_or(0), kept, "path {p}");
+    }
+
+    // The stacks' shares of the peak add up to it.
+    let (peak, other) = folded(store, "peak", &dir);
+    let report = report_json(store);
+    let total: u64 = peak.values().sum::<u64>() + other;
+    assert_eq!(
+        Some(total),
+        report["peak"]["requested_bytes"].as_u64(),
+        "{report}"
+    );
+
+    // Each thread's own view: its 512 blocks a round at leaf.
+    let mut per_thread = Vec::new();
+    for n in 1..=5 {
+        let n = n.to_string();
+        let w = |metric: &str| {
+            tree_own_weights(store, &["--metric", metric, "--thread", &n])
+                .unwrap()
+                .get("leaf")
+                .copied()
+                .unwrap_or(0)
+        };
+        let c = w("count");
+        if c > 0 {
+            assert_eq!(c, ROUNDS << BITS, "thread {n}");
+            per_thread.push(w("bytes"));
+        }
+    }
+    per_thread.sort();
+    let expected: Vec<u64> = (0..THREADS)
+        .map(|t| ROUNDS * (0..1u32 << BITS).map(|p| size(p, t)).sum::<u64>())
+        .collect();
+    assert_eq!(per_thread, expected);
+}
