@@ -338,7 +338,11 @@ fn targets(
             ));
         }
     }
-    for w in [Workload::Stacks, Workload::Compileall] {
+    for w in [
+        Workload::Stacks,
+        Workload::StacksThreads,
+        Workload::Compileall,
+    ] {
         if has(w) {
             scale_targets(&mut t, rows, analyses, w, heaptrack);
         }

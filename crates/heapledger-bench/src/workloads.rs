@@ -35,6 +35,9 @@ pub enum Workload {
     Held,
     /// C: 1 M allocations from 500 000 distinct stacks 21 frames deep.
     Stacks,
+    /// `stacks` in 4 threads, each 500 000 allocations over the same
+    /// 500 000 stacks: threads that run the same code.
+    StacksThreads,
     /// `python3 -m compileall -f -q` over a copy of the standard library.
     Compileall,
     /// `--stack none` on a churn that keeps 4096 blocks of varied sizes alive.
@@ -45,13 +48,14 @@ pub enum Workload {
 }
 
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::Churn,
         Workload::Pairs,
         Workload::Python,
         Workload::Threads,
         Workload::Held,
         Workload::Stacks,
+        Workload::StacksThreads,
         Workload::Compileall,
         Workload::Varied,
         Workload::Locks,
@@ -65,6 +69,7 @@ impl Workload {
             Workload::Threads => "threads",
             Workload::Held => "held",
             Workload::Stacks => "stacks",
+            Workload::StacksThreads => "stacks-threads",
             Workload::Compileall => "compileall",
             Workload::Varied => "varied",
             Workload::Locks => "locks",
@@ -74,7 +79,9 @@ impl Workload {
     /// The most timed runs of a slow workload, whatever `--runs` says.
     pub fn max_runs(self) -> Option<u32> {
         match self {
-            Workload::Stacks | Workload::Compileall => Some(MAX_RUNS_AT_SCALE),
+            Workload::Stacks | Workload::StacksThreads | Workload::Compileall => {
+                Some(MAX_RUNS_AT_SCALE)
+            }
             _ => None,
         }
     }
@@ -83,9 +90,15 @@ impl Workload {
     /// `heapledger report`, `heapledger tree` and `heaptrack_print`, and the
     /// file size and largest RSS of each tool are reported.
     pub fn at_scale(self) -> bool {
-        matches!(self, Workload::Stacks | Workload::Compileall)
+        matches!(
+            self,
+            Workload::Stacks | Workload::StacksThreads | Workload::Compileall
+        )
     }
 }
+
+/// Threads of `stacks-threads`.
+pub const STACKS_THREADS: u32 = 4;
 
 /// `stacks` and `compileall` run at most this many times (each round takes
 /// tens of seconds under heaptrack on a 2-core machine).
@@ -324,7 +337,11 @@ fn tools_for(w: Workload, heaptrack: bool, floors: bool) -> Vec<Tool> {
             }
         }
         Workload::Threads => v.push(Tool::Recorder),
-        Workload::Held | Workload::Stacks | Workload::Compileall | Workload::Locks => {}
+        Workload::Held
+        | Workload::Stacks
+        | Workload::StacksThreads
+        | Workload::Compileall
+        | Workload::Locks => {}
     }
     // The threads table compares heapledger with the plain program only.
     if heaptrack && w != Workload::Threads {
@@ -403,6 +420,20 @@ pub fn cases(
                 env: vec![],
             };
             vec![case("stacks".into(), None, None, p)]
+        }
+        Workload::StacksThreads => {
+            let p = Program {
+                exe: build("stacks", STACKS_C)?,
+                shown: "stacks".into(),
+                args: vec![
+                    sizes.stacks_distinct.to_string().into(),
+                    sizes.stacks_distinct.to_string().into(),
+                    "0".into(),
+                    STACKS_THREADS.to_string().into(),
+                ],
+                env: vec![],
+            };
+            vec![case("stacks-threads".into(), None, None, p)]
         }
         Workload::Compileall => {
             let Some(py) = have.python else {

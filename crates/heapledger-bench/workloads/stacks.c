@@ -1,7 +1,7 @@
 /* Many distinct allocation stacks, for heapledger-bench: a profile at the
  * scale of a real program.
  *
- *   stacks [ALLOCS [STACKS [PAUSE_MS]]]      (default 1000000 500000 0)
+ *   stacks [ALLOCS [STACKS [PAUSE_MS [THREADS]]]]  (default 1000000 500000 0 1)
  *
  * Makes ALLOCS allocations from STACKS distinct call stacks (at most 2^19),
  * each about 21 frames deep: main calls level 0, and each of 19 levels calls
@@ -13,12 +13,16 @@
  * others a while later (a ring of 4096), and one in 128 is kept until exit
  * (not freed: a leak, as real programs have). With PAUSE_MS, it then sleeps
  * that long before it exits, every stack known (heapledger's
- * checkpoint_memory test: a checkpoint of them all).
+ * checkpoint_memory test: a checkpoint of them all). With THREADS, that
+ * many threads each make ALLOCS allocations over the same STACKS, as the
+ * threads of a server run the same code (the recorder's memory per stack
+ * and thread).
  *
  * The two call sites of a level differ by the empty asm statements around
  * them (distinct text), so that no compiler merges them into one call: each
  * path is a distinct sequence of return addresses. Built with -O2
  * -fomit-frame-pointer, like most distribution code. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -79,18 +83,21 @@ LEVEL(2, level3)
 LEVEL(1, level2)
 LEVEL(0, level1)
 
-int main(int argc, char **argv) {
-    long allocs = argc > 1 ? atol(argv[1]) : 1000000;
-    long stacks = argc > 2 ? atol(argv[2]) : 500000;
-    if (allocs < 1 || stacks < 1 || stacks > (1l << BITS)) {
-        fprintf(stderr, "stacks: usage: stacks [ALLOCS [STACKS (1..%ld)]]\n", 1l << BITS);
-        return 2;
-    }
+/* One thread's allocations (see the top). */
+struct run {
+    long allocs, stacks;
+    int failed;
+};
+
+static void *run(void *arg) {
+    struct run *r = arg;
+    long allocs = r->allocs, stacks = r->stacks;
     void **ring = calloc(RING, sizeof *ring);
     void **kept = calloc((size_t)allocs / 64 + 1, sizeof *kept);
     if (!ring || !kept) {
         perror("stacks: calloc");
-        return 1;
+        r->failed = 1;
+        return 0;
     }
     const unsigned long mask = (1ul << BITS) - 1;
     long nkept = 0;
@@ -114,11 +121,44 @@ int main(int argc, char **argv) {
     for (long s = 0; s < RING; s++) free(ring[s]);
     free(ring);
     sink += sum + (unsigned long)nkept;
+    /* kept[] stays allocated: blocks alive at exit. */
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    long allocs = argc > 1 ? atol(argv[1]) : 1000000;
+    long stacks = argc > 2 ? atol(argv[2]) : 500000;
     long pause_ms = argc > 3 ? atol(argv[3]) : 0;
+    long threads = argc > 4 ? atol(argv[4]) : 1;
+    if (allocs < 1 || stacks < 1 || stacks > (1l << BITS) || threads < 1 || threads > 64) {
+        fprintf(stderr, "stacks: usage: stacks [ALLOCS [STACKS (1..%ld) [PAUSE_MS [THREADS (1..64)]]]]\n",
+                1l << BITS);
+        return 2;
+    }
+    struct run r = {allocs, stacks, 0};
+    if (threads == 1) {
+        run(&r);
+    } else {
+        /* Each thread makes ALLOCS allocations over the same STACKS. */
+        pthread_t t[64];
+        struct run each[64];
+        for (long k = 0; k < threads; k++) {
+            each[k] = r;
+            if (pthread_create(&t[k], 0, run, &each[k]) != 0) {
+                fprintf(stderr, "stacks: cannot start thread %ld\n", k);
+                return 1;
+            }
+        }
+        for (long k = 0; k < threads; k++) {
+            pthread_join(t[k], 0);
+            r.failed |= each[k].failed;
+        }
+    }
+    if (r.failed)
+        return 1;
     if (pause_ms > 0) {
         struct timespec t = {pause_ms / 1000, (pause_ms % 1000) * 1000000};
         nanosleep(&t, 0);
     }
-    /* kept[] stays allocated: blocks alive at exit. */
     return 0;
 }

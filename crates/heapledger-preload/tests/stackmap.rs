@@ -269,10 +269,10 @@ fn maps_taken_in_equal_their_entries_absorbed() {
             for &id in ids.iter().rev() {
                 assert!(got.get(id).is_some());
             }
-            assert!(got.take_in(&mut a, 9));
+            assert!(got.take_in(&mut a, 9, 0));
         } else {
-            assert!(got.take_in(&mut a, 9));
-            assert!(got.take_in(&mut b, 9));
+            assert!(got.take_in(&mut a, 9, 0));
+            assert!(got.take_in(&mut b, 9, 1 << 16));
             assert!(b.is_empty() && b.find(1).is_none());
         }
         assert!(a.is_empty() && a.find(1).is_none());

@@ -261,9 +261,14 @@ pub fn thread(o: &Opened, thread: u32) -> Result<Range> {
                 (true, 0) =>
                     "the profile holds no thread's own stacks (one thread allocated)".to_owned(),
                 (true, _) => "the profile holds no thread's own stacks".to_owned(),
-                (false, _) => format!(
+                (false, 0) => format!(
                     "no stacks of thread {thread} in the profile (threads {})",
                     listed.join(", ")
+                ),
+                (false, n) => format!(
+                    "no stacks of thread {thread} in the profile (threads {}; the recorder's budget for each thread's own stacks left {n} thread{} out)",
+                    listed.join(", "),
+                    if n == 1 { "" } else { "s" }
                 ),
             }
         );

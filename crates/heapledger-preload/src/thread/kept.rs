@@ -45,6 +45,8 @@ pub struct Kept {
     more: Vec<Row>,
     /// Rows were not all kept (the budget, or memory): the thread has none.
     lost: bool,
+    /// Rows in `more` when its stacks were last made one row each.
+    merged: usize,
 }
 
 impl Kept {
@@ -54,6 +56,7 @@ impl Kept {
             len: 0,
             more: Vec::new(),
             lost: false,
+            merged: 0,
         }
     }
 
@@ -144,7 +147,30 @@ fn add_table_rows(s: &mut ThreadState) {
             s.kept.more.push((id, a.count, a.sum));
         }
     }
+    // A thread that hands its table over again and again names the same
+    // stacks again: once its rows have doubled, each stack's are made one.
+    let k = &mut s.kept;
+    if k.more.len() >= 2 * k.merged.max(MERGE_FROM) {
+        k.more.sort_unstable_by_key(|r| r.0);
+        let mut w = 0;
+        for r in 0..k.more.len() {
+            let row = k.more[r];
+            if w > 0 && k.more[w - 1].0 == row.0 {
+                k.more[w - 1].1 += row.1;
+                k.more[w - 1].2 += row.2;
+            } else {
+                k.more[w] = row;
+                w += 1;
+            }
+        }
+        k.more.truncate(w);
+        k.merged = w;
+    }
 }
+
+/// Rows a thread keeps before it makes each stack's one (see
+/// `add_table_rows`).
+const MERGE_FROM: usize = 4096;
 
 /// Gives the rows of `s` back (its state reused, the counters reset).
 pub fn forget(s: &mut ThreadState) {

@@ -61,7 +61,7 @@ fn retire(st: *mut ThreadState) {
     super::kept::keep(s);
     // Without memory for the merged counters, the thread's are lost
     // (recording stopped: the arena could not serve them).
-    r.stacks.take_in(&mut s.stacks, epoch);
+    r.stacks.take_in(&mut s.stacks, epoch, 0);
     r.sizes.absorb(&s.sizes);
     r.jumps.absorb(&s.jumps);
     r.size_time.absorb(&s.size_time);
@@ -88,6 +88,10 @@ fn retire(st: *mut ThreadState) {
     reg.ended_tail = st;
     reg.ended += 1;
 }
+
+/// The entries whose room a thread keeps when it hands its table over
+/// (7 MB; see `StackMap::empty_keeping`).
+const SPILL_KEEP: usize = 1 << 16;
 
 /// Hands the per-stack counters of `s`, a live thread's state, to the
 /// retired state's (the process's), as `retire` does when a thread ends,
@@ -118,7 +122,8 @@ pub fn spill(s: &mut ThreadState) {
         .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));
     // (Without memory for the process's counters, the thread's are lost,
     // as in `retire`: recording stopped.)
-    r.stacks.take_in(&mut s.stacks, epoch);
+    crate::data::stackmap::handed(s.stacks.len() as u64);
+    r.stacks.take_in(&mut s.stacks, epoch, SPILL_KEEP);
 }
 
 /// The oldest ended state, taken off the queue with its row summed into
@@ -328,7 +333,7 @@ pub fn start_afresh() {
         t.reset_lean(t.left.get());
     }
     super::kept::forked();
-    crate::data::stackmap::ENTRIES.store(0, Ordering::Relaxed);
+    crate::data::stackmap::forked();
     reg.max_alive = reg.alive;
     reg.next_number = reg.alive;
     reg.retired = None;

@@ -20,11 +20,14 @@ use crate::data::level::Move;
 use crate::data::stacks::{self, StackId};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 use heapledger_wire::MinMaxSum;
 
 mod slot;
+mod spill;
 pub use slot::Slot;
+use spill::slack;
+pub use spill::{forked, handed, ENTRIES};
 
 const BIG: u32 = u32::MAX;
 
@@ -213,19 +216,6 @@ pub struct StackMap {
     spill: bool,
 }
 
-/// Entries in the maps of live threads, in all. Each thread keeps its own
-/// counters for every stack it meets (`PerStack`, 104 bytes), so threads
-/// that run the same code hold the same stacks once each: 16 threads of a
-/// program with half a million stacks held 830 MB of them. Once the live
-/// threads hold `spill_slack` entries more than there are distinct stacks,
-/// a thread that makes a new entry, and holds `spill_min` or more, hands its
-/// entries to the process's (`thread::life::spill`), as a thread that ends
-/// does: the threads' entries then stay within the distinct stacks plus the
-/// slack, and the process's hold each stack once. Threads that meet
-/// different stacks, and a program of one thread, never hand theirs over.
-/// (`base::config`: 65 536 and 4096 unless set.)
-pub static ENTRIES: AtomicU64 = AtomicU64::new(0);
-
 const RECENT: usize = 16;
 const PAGE: usize = 64;
 
@@ -248,34 +238,6 @@ impl StackMap {
             counted: false,
             spill: false,
         }
-    }
-
-    /// A live thread's empty map, counted in [`ENTRIES`].
-    pub const fn for_thread() -> Self {
-        let mut m = Self::new();
-        m.counted = true;
-        m
-    }
-
-    /// Whether this map should be handed over before its next new entry.
-    #[inline(always)]
-    pub fn spill_due(&self) -> bool {
-        self.spill
-    }
-
-    /// Empties the map (its entries handed over, or its thread ended):
-    /// its memory goes back, and it leaves [`ENTRIES`].
-    pub fn empty(&mut self) {
-        if self.counted {
-            let n = self.vals.len() as u64;
-            let _ = ENTRIES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |e| {
-                Some(e.saturating_sub(n))
-            });
-        }
-        *self = StackMap {
-            counted: self.counted,
-            ..StackMap::new()
-        };
     }
 
     pub fn len(&self) -> usize {
@@ -367,7 +329,7 @@ impl StackMap {
             let all = ENTRIES.fetch_add(1, Ordering::Relaxed) + 1;
             let cfg = crate::base::config::get();
             if self.vals.len() >= cfg.spill_min
-                && all > stacks::count() as u64 + cfg.spill_slack
+                && all > stacks::count() as u64 + slack()
                 && !crate::base::sync::single_threaded()
             {
                 self.spill = true;
@@ -496,42 +458,6 @@ impl StackMap {
         let mut f = self.full(at);
         f.absorb(o, epoch_now);
         self.store(at, &f)
-    }
-
-    /// Adds every entry of `from` (a thread's, ended or handing its
-    /// entries over: see `thread::life`) to this map, as `absorb` does
-    /// one by one, and empties `from`. Where `from` holds more, the two
-    /// maps' entries are swapped first, so that the smaller is added to
-    /// the larger (a map moved whole keeps each entry's own epoch, which
-    /// `absorb` would only settle sooner): a thread of half a million
-    /// stacks that ended took a copy of its 54 MB of entries, beside
-    /// them. False when memory for an entry ran out (the rest is lost, as
-    /// with `absorb`).
-    pub fn take_in(&mut self, from: &mut StackMap, epoch_now: u64) -> bool {
-        if from.vals.len() > self.vals.len() {
-            let (a, b) = (self.vals.len() as u64, from.vals.len() as u64);
-            core::mem::swap(&mut self.pages, &mut from.pages);
-            core::mem::swap(&mut self.vals, &mut from.vals);
-            core::mem::swap(&mut self.rare, &mut from.rare);
-            core::mem::swap(&mut self.recent, &mut from.recent);
-            // Each map keeps its place in ENTRIES, counted or not.
-            let counted = |m: &StackMap, was: u64, now: u64| {
-                if m.counted {
-                    let _ = ENTRIES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |e| {
-                        Some((e + now).saturating_sub(was))
-                    });
-                }
-            };
-            counted(self, a, b);
-            counted(from, b, a);
-        }
-        let mut ok = true;
-        for at in 0..from.vals.len() {
-            let id = from.vals[at].id;
-            ok &= self.absorb(id, &from.full(at), epoch_now);
-        }
-        from.empty();
-        ok
     }
 
     /// Marks every entry's bytes alive as added to its stack's shared

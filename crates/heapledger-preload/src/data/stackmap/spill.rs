@@ -1,0 +1,137 @@
+//! Threads that run the same code: the entries all live threads hold, and
+//! a thread's table handed to the process's (`thread::life::spill`).
+
+use super::StackMap;
+use crate::data::stacks;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Entries in the maps of live threads, in all. Each thread keeps its own
+/// counters for every stack it meets (`PerStack`, 104 bytes), so threads
+/// that run the same code hold the same stacks once each: four threads going
+/// round the same half a million stacks took 274 MB, one 108 MB. Once the live
+/// threads hold `spill_slack` entries more than there are distinct stacks,
+/// a thread that makes a new entry, and holds `spill_min` or more, hands its
+/// entries to the process's (`thread::life::spill`), as a thread that ends
+/// does: the threads' entries then stay within the distinct stacks plus the
+/// slack, and the process's hold each stack once. Threads that meet
+/// different stacks, and a program of one thread, never hand theirs over.
+/// (`base::config`: 65 536 and 4096 unless set.)
+///
+/// Where the threads' stacks in use outgrow the slack (four threads each
+/// going round the same 100 000 stacks), what a thread hands over it soon
+/// makes again; so the slack doubles each time the entries handed over
+/// since it was set reach twice the entries allowed (`handed`), until the
+/// threads' tables hold what they use.
+pub static ENTRIES: AtomicU64 = AtomicU64::new(0);
+/// The slack now (0: the configured one, not yet doubled), and the
+/// entries handed over since it was last set.
+static SPILL_SLACK_NOW: AtomicU64 = AtomicU64::new(0);
+static HANDED: AtomicU64 = AtomicU64::new(0);
+
+/// The slack of [`ENTRIES`] now.
+pub(super) fn slack() -> u64 {
+    match SPILL_SLACK_NOW.load(Ordering::Relaxed) {
+        0 => crate::base::config::get().spill_slack,
+        s => s,
+    }
+}
+
+/// Counts `n` entries handed over (under the registry's lock: one
+/// hand-over at a time); doubles the slack where they are many.
+pub fn handed(n: u64) {
+    let h = HANDED.load(Ordering::Relaxed) + n;
+    let slack = slack();
+    if h > 2 * (u64::from(stacks::count()) + slack) {
+        SPILL_SLACK_NOW.store((2 * slack).max(1024), Ordering::Relaxed);
+        HANDED.store(0, Ordering::Relaxed);
+    } else {
+        HANDED.store(h, Ordering::Relaxed);
+    }
+}
+
+/// In a forked child: it counts from the fork.
+pub fn forked() {
+    ENTRIES.store(0, Ordering::Relaxed);
+    SPILL_SLACK_NOW.store(0, Ordering::Relaxed);
+    HANDED.store(0, Ordering::Relaxed);
+}
+
+impl StackMap {
+    /// A live thread's empty map, counted in [`ENTRIES`].
+    pub const fn for_thread() -> Self {
+        let mut m = Self::new();
+        m.counted = true;
+        m
+    }
+
+    /// Whether this map should be handed over before its next new entry.
+    #[inline(always)]
+    pub fn spill_due(&self) -> bool {
+        self.spill
+    }
+
+    /// Empties the map (its entries handed over, or its thread ended):
+    /// its memory goes back, and it leaves [`ENTRIES`].
+    pub fn empty(&mut self) {
+        self.empty_keeping(0);
+    }
+
+    /// `empty`, but where the entries' room is for `keep` entries or
+    /// fewer, it is kept (a thread that hands its table over fills it
+    /// again: 7 MB given back and mapped again at each hand-over were a
+    /// tenth of the time of threads whose stacks outgrew the slack).
+    pub fn empty_keeping(&mut self, keep: usize) {
+        if self.counted {
+            let n = self.vals.len() as u64;
+            let _ = ENTRIES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |e| {
+                Some(e.saturating_sub(n))
+            });
+        }
+        let mut vals = core::mem::take(&mut self.vals);
+        vals.clear();
+        *self = StackMap {
+            counted: self.counted,
+            ..StackMap::new()
+        };
+        if vals.capacity() <= keep {
+            self.vals = vals;
+        }
+    }
+
+    /// Adds every entry of `from` (a thread's, ended or handing its
+    /// entries over: see `thread::life`) to this map, as `absorb` does
+    /// one by one, and empties `from`. Where `from` holds more, the two
+    /// maps' entries are swapped first, so that the smaller is added to
+    /// the larger (a map moved whole keeps each entry's own epoch, which
+    /// `absorb` would only settle sooner): a thread of half a million
+    /// stacks that ended took a copy of its 54 MB of entries, beside
+    /// them. `from` keeps the room of up to `keep` entries (see
+    /// `empty_keeping`). False when memory for an entry ran out (the rest
+    /// is lost, as with `absorb`).
+    pub fn take_in(&mut self, from: &mut StackMap, epoch_now: u64, keep: usize) -> bool {
+        if from.vals.len() > self.vals.len() {
+            let (a, b) = (self.vals.len() as u64, from.vals.len() as u64);
+            core::mem::swap(&mut self.pages, &mut from.pages);
+            core::mem::swap(&mut self.vals, &mut from.vals);
+            core::mem::swap(&mut self.rare, &mut from.rare);
+            core::mem::swap(&mut self.recent, &mut from.recent);
+            // Each map keeps its place in ENTRIES, counted or not.
+            let counted = |m: &StackMap, was: u64, now: u64| {
+                if m.counted {
+                    let _ = ENTRIES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |e| {
+                        Some((e + now).saturating_sub(was))
+                    });
+                }
+            };
+            counted(self, a, b);
+            counted(from, b, a);
+        }
+        let mut ok = true;
+        for at in 0..from.vals.len() {
+            let id = from.vals[at].id;
+            ok &= self.absorb(id, &from.full(at), epoch_now);
+        }
+        from.empty_keeping(keep);
+        ok
+    }
+}
