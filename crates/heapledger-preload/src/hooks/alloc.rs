@@ -178,6 +178,18 @@ fn on_alloc(
 /// counters without growing.
 #[inline(always)]
 fn with_counters(st: &mut ThreadState, id: u32) -> Option<u32> {
+    if st.stacks.has(id) {
+        return Some(id);
+    }
+    new_counters(st, id)
+}
+
+/// `with_counters` for a stack the thread has no counters of yet: its
+/// table is handed over first where the threads hold too many
+/// (`thread::life::spill`; checked here, off the path of every event).
+#[cold]
+#[inline(never)]
+fn new_counters(st: &mut ThreadState, id: u32) -> Option<u32> {
     if st.stacks.spill_due() {
         crate::thread::life::spill(st);
     }

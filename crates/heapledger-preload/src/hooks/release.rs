@@ -83,9 +83,6 @@ pub(super) fn on_release(st: &mut ThreadState, e: &live::Entry, mut now: u64) {
     timeline::fall(m.level);
     st.moves[2] += cw;
     st.moves[3] += bw;
-    if st.stacks.spill_due() {
-        crate::thread::life::spill(st);
-    }
     let Some(mut c) = st.stacks.get(e.stack) else {
         // No memory for this thread's counters of the stack: recording
         // stops.

@@ -262,6 +262,24 @@ impl StackMap {
         })
     }
 
+    /// Whether the map has `id` (nothing is added; a hit is remembered as
+    /// `get`'s is).
+    #[inline(always)]
+    pub fn has(&mut self, id: StackId) -> bool {
+        let key = id + 1;
+        let r = id as usize % RECENT;
+        if self.recent[r].0 == key {
+            return true;
+        }
+        match self.find(id) {
+            Some(at) => {
+                self.recent[r] = (key, at as u32);
+                true
+            }
+            None => false,
+        }
+    }
+
     #[inline(always)]
     fn position(&mut self, id: StackId) -> Option<usize> {
         let key = id + 1;
