@@ -646,25 +646,30 @@ pub fn to_compact_profile(
         .filter(|(_, t)| t.merged == 0)
         .map(|(i, t)| (t.number, i as u32))
         .collect();
-    let mut rows: HashMap<(u32, u32), (u64, u64)> = HashMap::default();
+    // Sorted, and a stack's rows of one thread added up (a thread that
+    // handed its table over has several): a map of every (thread, stack)
+    // took 80 MB and half a second for four threads over half a million
+    // stacks, where the sorted rows take their 24 bytes each.
+    let mut rows: Vec<(u32, u32, u64, u64)> = Vec::with_capacity(d.thread_stacks.len());
     for &(thread, id, count, bytes) in &d.thread_stacks {
-        let (Some(&t), Some(at)) = (thread_index.get(&thread), id_map.get(id)) else {
-            continue;
-        };
-        let r = rows.entry((t, at as u32)).or_default();
-        r.0 += count;
-        r.1 += bytes;
+        if let (Some(&t), Some(at)) = (thread_index.get(&thread), id_map.get(id)) {
+            rows.push((t, at as u32, count, bytes));
+        }
     }
-    let mut rows: Vec<(u32, u32, u64, u64)> = rows
-        .into_iter()
-        .map(|((t, s), (c, b))| (t, s, c, b))
-        .collect();
-    rows.sort_unstable();
+    d.thread_stacks = Vec::new();
+    rows.sort_unstable_by_key(|r| (r.0, r.1));
+    rows.dedup_by(|later, kept| {
+        let same = (later.0, later.1) == (kept.0, kept.1);
+        if same {
+            kept.2 += later.2;
+            kept.3 += later.3;
+        }
+        same
+    });
     p.thread_stacks = mp::ThreadStacks {
         rows,
         unkept: d.thread_stacks_unkept,
     };
-    d.thread_stacks = Vec::new();
 
     for path in global_paths(d) {
         p.mem_stats

@@ -54,9 +54,7 @@ fn retire(st: *mut ThreadState) {
     if let Some(mut u) = s.user.take() {
         u.ends();
     }
-    let r = reg
-        .retired
-        .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));
+    let r = reg.retired.get_or_insert_with(new_retired);
     s.stacks.flush_all();
     super::kept::keep(s);
     // Without memory for the merged counters, the thread's are lost
@@ -89,6 +87,16 @@ fn retire(st: *mut ThreadState) {
     reg.ended += 1;
 }
 
+/// The retired state: the counters of the threads that ended, and of the
+/// tables threads handed over. Its table counts in `stackmap::ENTRIES`
+/// with the live threads': the entries all hold, against the distinct
+/// stacks.
+fn new_retired() -> Box<ThreadState> {
+    let mut r = Box::new(ThreadState::new(RETIRED, false));
+    r.stacks = crate::data::counters::StackMap::for_thread();
+    r
+}
+
 /// The entries whose room a thread keeps when it hands its table over
 /// (7 MB; see `StackMap::empty_keeping`).
 const SPILL_KEEP: usize = 1 << 16;
@@ -117,9 +125,7 @@ pub fn spill(s: &mut ThreadState) {
     let epoch = counters::peak();
     s.stacks.flush_all();
     super::kept::spill(s);
-    let r = reg
-        .retired
-        .get_or_insert_with(|| Box::new(ThreadState::new(RETIRED, false)));
+    let r = reg.retired.get_or_insert_with(new_retired);
     // (Without memory for the process's counters, the thread's are lost,
     // as in `retire`: recording stopped.)
     crate::data::stackmap::handed(s.stacks.len() as u64);

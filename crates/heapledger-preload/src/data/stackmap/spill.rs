@@ -5,16 +5,17 @@ use super::StackMap;
 use crate::data::stacks;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-/// Entries in the maps of live threads, in all. Each thread keeps its own
-/// counters for every stack it meets (`PerStack`, 104 bytes), so threads
-/// that run the same code hold the same stacks once each: four threads going
-/// round the same half a million stacks took 274 MB, one 108 MB. Once the live
-/// threads hold `spill_slack` entries more than there are distinct stacks,
-/// a thread that makes a new entry, and holds `spill_min` or more, hands its
-/// entries to the process's (`thread::life::spill`), as a thread that ends
-/// does: the threads' entries then stay within the distinct stacks plus the
-/// slack, and the process's hold each stack once. Threads that meet
-/// different stacks, and a program of one thread, never hand theirs over.
+/// Entries in the maps of live threads and in the process's (the retired
+/// state's), in all. Each thread keeps its own counters for every stack it
+/// meets (`PerStack`, 104 bytes), so threads that run the same code hold
+/// the same stacks once each: four threads going round the same half a
+/// million stacks took 274 MB, one 108 MB. Once all hold `spill_slack`
+/// entries more than there are distinct stacks, a thread that makes a new
+/// entry, and holds `spill_min` or more, hands its entries to the
+/// process's (`thread::life::spill`), as a thread that ends does: the
+/// entries then stay within the distinct stacks plus the slack. Threads
+/// that meet different stacks, and a program of one thread, never hand
+/// theirs over.
 /// (`base::config`: 65 536 and 4096 unless set.)
 ///
 /// Where the threads' stacks in use outgrow the slack (four threads each
