@@ -61,32 +61,35 @@ fn folded(store: &Path, metric: &str, dir: &Scratch) -> (HashMap<u32, u64>, u64)
     (by_path, other)
 }
 
-#[test]
-fn threads_that_hand_their_counters_over_keep_every_count_exact() {
-    let dir = Scratch::new("threads-spill");
-    let exe = compile_threaded("shared_stacks", &dir);
-    // The raw data where an interrupted run would have left it, so that
-    // `heapledger recover` makes the profile store of it.
+/// Runs `exe args` under the recorder with hand-overs from `spill_min`
+/// entries and no slack, its raw data where an interrupted run would have
+/// left it, so that `heapledger recover` makes the profile store of it.
+/// Returns the store, and how many (thread, stack) rows the dump repeats
+/// (only a hand-over repeats one).
+fn recorded_handing_over(
+    exe: &Path,
+    args: &[&str],
+    spill_min: u32,
+    dir: &Scratch,
+) -> (std::path::PathBuf, usize) {
     let tmpdir = dir.join("tmpdir");
     std::fs::create_dir(&tmpdir).unwrap();
     let mut gone = Command::new("true").spawn().unwrap();
     let dead = gone.id();
     gone.wait().unwrap();
-    let left = tmpdir.join(format!("heapledger-{dead}-0-0"));
+    let left = tmpdir.join(&format!("heapledger-{dead}-0-0"));
     std::fs::create_dir(&left).unwrap();
-    let o = Command::new(&exe)
+    let o = Command::new(exe)
+        .args(args)
         .env("LD_PRELOAD", heapledger::preload::find_preload().unwrap())
         .env(heapledger_wire::ENV_DIR, &left)
         .env(
             heapledger_wire::ENV_OPTS,
-            "stack=dwarf,depth=256,follow=1,sample=0,spill_slack=0,spill_min=64",
+            format!("stack=dwarf,depth=256,follow=1,sample=0,spill_slack=0,spill_min={spill_min}"),
         )
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-
-    // Handed over: a thread's rows name a stack more than once (what it
-    // handed over, then its new entry).
     let raw: Vec<_> = std::fs::read_dir(&left)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -99,7 +102,6 @@ fn threads_that_hand_their_counters_over_keep_every_count_exact() {
         .iter()
         .filter(|&&(t, s, _, _)| !seen.insert((t, s)))
         .count();
-    assert!(again > 0, "no thread handed its counters over");
 
     let out = dir.join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
@@ -114,7 +116,18 @@ fn threads_that_hand_their_counters_over_keep_every_count_exact() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(stores.len(), 1, "{}", String::from_utf8_lossy(&o.stderr));
-    let store = &stores[0];
+    (stores[0].clone(), again)
+}
+
+#[test]
+fn threads_that_hand_their_counters_over_keep_every_count_exact() {
+    let dir = Scratch::new("threads-spill");
+    let exe = compile_threaded("shared_stacks", &dir);
+    let (store, again) = recorded_handing_over(&exe, &[], 64, &dir);
+    // Handed over: a thread's rows name a stack more than once (what it
+    // handed over, then its new entry).
+    assert!(again > 0, "no thread handed its counters over");
+    let store = &store;
 
     let size = |p: u32, t: u64| 16 + u64::from(p % 61) + 8 * t;
     let (counts, _) = folded(store, "count", &dir);
@@ -161,4 +174,55 @@ fn threads_that_hand_their_counters_over_keep_every_count_exact() {
         .map(|t| ROUNDS * (0..1u32 << BITS).map(|p| size(p, t)).sum::<u64>())
         .collect();
     assert_eq!(per_thread, expected);
+}
+
+/// Threads that start and end while others hand their tables over, each
+/// handing over from its first entry (`thread_storm.c`: 4 threads each
+/// start 200 short threads one after another; each short one mallocs 48
+/// bytes and frees them, and mallocs 777 that its key's destructor frees
+/// as it ends): every call is counted once, every block freed.
+#[test]
+fn threads_that_start_and_end_while_others_hand_over_lose_no_count() {
+    let dir = Scratch::new("threads-spill-storm");
+    let exe = compile_threaded("thread_storm", &dir);
+    let (spawners, each) = (4u64, 200u64);
+    let (store, _) =
+        recorded_handing_over(&exe, &[&spawners.to_string(), &each.to_string()], 1, &dir);
+    let leaves = spawners * each;
+    let calls = &report_json(&store)["calls"];
+    assert_eq!(
+        (
+            calls["malloc"]["count"].as_u64(),
+            calls["malloc"]["bytes"].as_u64()
+        ),
+        (Some(2 * leaves + 1), Some(825 * leaves + 4096)),
+        "{calls}"
+    );
+    let (count, _) = folded_by_leaf(&store, "count", &dir);
+    let (bytes, _) = folded_by_leaf(&store, "bytes", &dir);
+    let (leaked, _) = folded_by_leaf(&store, "leaked", &dir);
+    assert_eq!((count, bytes, leaked), (2 * leaves, 825 * leaves, 0));
+}
+
+/// `export --format folded --metric METRIC`: the weight of the stacks
+/// through `leaf`, and of the others.
+fn folded_by_leaf(store: &Path, metric: &str, dir: &Scratch) -> (u64, u64) {
+    let out = dir.join(&format!("leaf-{metric}.folded"));
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["export", "--format", "folded", "--metric", metric, "-o"])
+        .arg(&out)
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut leaf, mut other) = (0, 0);
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let (frames, w) = line.rsplit_once(' ').unwrap();
+        let w: u64 = w.parse().unwrap();
+        match frames.split(';').any(|f| f == "leaf") {
+            true => leaf += w,
+            false => other += w,
+        }
+    }
+    (leaf, other)
 }
