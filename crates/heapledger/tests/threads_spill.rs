@@ -77,7 +77,7 @@ fn recorded_handing_over(
     let mut gone = Command::new("true").spawn().unwrap();
     let dead = gone.id();
     gone.wait().unwrap();
-    let left = tmpdir.join(&format!("heapledger-{dead}-0-0"));
+    let left = tmpdir.join(format!("heapledger-{dead}-0-0"));
     std::fs::create_dir(&left).unwrap();
     let o = Command::new(exe)
         .args(args)
