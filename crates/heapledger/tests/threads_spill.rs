@@ -37,9 +37,9 @@ fn path_of(frames: &str) -> Option<u32> {
     Some(p)
 }
 
-/// `export --format folded --metric METRIC`: path -> weight, and the
-/// weight of the other stacks.
-fn folded(store: &Path, metric: &str, dir: &Scratch) -> (HashMap<u32, u64>, u64) {
+/// `export --format folded --metric METRIC`: each stack's frames and
+/// weight.
+fn folded_stacks(store: &Path, metric: &str, dir: &Scratch) -> Vec<(String, u64)> {
     let out = dir.join(&format!("{metric}.folded"));
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
         .args(["export", "--format", "folded", "--metric", metric, "-o"])
@@ -48,12 +48,23 @@ fn folded(store: &Path, metric: &str, dir: &Scratch) -> (HashMap<u32, u64>, u64)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (frames, w) = line.rsplit_once(' ').unwrap();
+            (frames.to_owned(), w.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The same by path of `shared_stacks`, and the weight of the other
+/// stacks.
+fn folded(store: &Path, metric: &str, dir: &Scratch) -> (HashMap<u32, u64>, u64) {
     let mut by_path = HashMap::new();
     let mut other = 0;
-    for line in std::fs::read_to_string(&out).unwrap().lines() {
-        let (frames, w) = line.rsplit_once(' ').unwrap();
-        let w: u64 = w.parse().unwrap();
-        match path_of(frames) {
+    for (frames, w) in folded_stacks(store, metric, dir) {
+        match path_of(&frames) {
             Some(p) => *by_path.entry(p).or_insert(0) += w,
             None => other += w,
         }
@@ -204,21 +215,10 @@ fn threads_that_start_and_end_while_others_hand_over_lose_no_count() {
     assert_eq!((count, bytes, leaked), (2 * leaves, 825 * leaves, 0));
 }
 
-/// `export --format folded --metric METRIC`: the weight of the stacks
-/// through `leaf`, and of the others.
+/// The weight of the stacks through `leaf` (folded), and of the others.
 fn folded_by_leaf(store: &Path, metric: &str, dir: &Scratch) -> (u64, u64) {
-    let out = dir.join(&format!("leaf-{metric}.folded"));
-    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["export", "--format", "folded", "--metric", metric, "-o"])
-        .arg(&out)
-        .arg(store)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (mut leaf, mut other) = (0, 0);
-    for line in std::fs::read_to_string(&out).unwrap().lines() {
-        let (frames, w) = line.rsplit_once(' ').unwrap();
-        let w: u64 = w.parse().unwrap();
+    for (frames, w) in folded_stacks(store, metric, dir) {
         match frames.split(';').any(|f| f == "leaf") {
             true => leaf += w,
             false => other += w,
