@@ -315,6 +315,10 @@ pub enum Tag {
     /// threads that ended without their [`Tag::ThreadStack`] records kept
     /// (past the recorder's budget for them): how many
     ThreadStacksUnkept = 30,
+    /// threads' tables handed over to the process's while they ran (see
+    /// the recorder's `stackmap::ENTRIES`): how many, and the entries
+    /// they held
+    HandOvers = 31,
     /// end of dump
     End = 0xff,
 }
@@ -352,6 +356,7 @@ impl Tag {
             28 => Tag::Label,
             29 => Tag::ThreadStack,
             30 => Tag::ThreadStacksUnkept,
+            31 => Tag::HandOvers,
             0xff => Tag::End,
             _ => return None,
         })

@@ -260,7 +260,10 @@ pub fn thread(o: &Opened, thread: u32) -> Result<Range> {
             match (listed.is_empty(), unkept) {
                 (true, 0) =>
                     "the profile holds no thread's own stacks (one thread allocated)".to_owned(),
-                (true, _) => "the profile holds no thread's own stacks".to_owned(),
+                (true, n) => format!(
+                    "the profile holds no thread's own stacks (the recorder's budget for them left {n} thread{} out)",
+                    if n == 1 { "" } else { "s" }
+                ),
                 (false, 0) => format!(
                     "no stacks of thread {thread} in the profile (threads {})",
                     listed.join(", ")

@@ -75,14 +75,15 @@ fn folded(store: &Path, metric: &str, dir: &Scratch) -> (HashMap<u32, u64>, u64)
 /// Runs `exe args` under the recorder with hand-overs from `spill_min`
 /// entries and no slack, its raw data where an interrupted run would have
 /// left it, so that `heapledger recover` makes the profile store of it.
-/// Returns the store, and how many (thread, stack) rows the dump repeats
-/// (only a hand-over repeats one).
+/// Returns the store, and how many times the threads handed their tables
+/// over (the dump's count).
 fn recorded_handing_over(
     exe: &Path,
     args: &[&str],
     spill_min: u32,
+    more_opts: &str,
     dir: &Scratch,
-) -> (std::path::PathBuf, usize) {
+) -> (std::path::PathBuf, u64) {
     let tmpdir = dir.join("tmpdir");
     std::fs::create_dir(&tmpdir).unwrap();
     let mut gone = Command::new("true").spawn().unwrap();
@@ -96,7 +97,9 @@ fn recorded_handing_over(
         .env(heapledger_wire::ENV_DIR, &left)
         .env(
             heapledger_wire::ENV_OPTS,
-            format!("stack=dwarf,depth=256,follow=1,sample=0,spill_slack=0,spill_min={spill_min}"),
+            format!(
+                "stack=dwarf,depth=256,follow=1,sample=0,spill_slack=0,spill_min={spill_min}{more_opts}"
+            ),
         )
         .output()
         .unwrap();
@@ -107,12 +110,7 @@ fn recorded_handing_over(
         .collect();
     assert_eq!(raw.len(), 1, "{raw:?}");
     let d = heapledger_wire::decode_owned(std::fs::read(&raw[0]).unwrap()).unwrap();
-    let mut seen = std::collections::HashSet::new();
-    let again = d
-        .thread_stacks
-        .iter()
-        .filter(|&&(t, s, _, _)| !seen.insert((t, s)))
-        .count();
+    let handed = d.hand_overs.0;
 
     let out = dir.join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
@@ -127,17 +125,20 @@ fn recorded_handing_over(
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(stores.len(), 1, "{}", String::from_utf8_lossy(&o.stderr));
-    (stores[0].clone(), again)
+    (stores[0].clone(), handed)
 }
 
 #[test]
 fn threads_that_hand_their_counters_over_keep_every_count_exact() {
     let dir = Scratch::new("threads-spill");
     let exe = compile_threaded("shared_stacks", &dir);
-    let (store, again) = recorded_handing_over(&exe, &[], 64, &dir);
-    // Handed over: a thread's rows name a stack more than once (what it
-    // handed over, then its new entry).
-    assert!(again > 0, "no thread handed its counters over");
+    let (store, handed) = recorded_handing_over(&exe, &[], 64, "", &dir);
+    // Four threads, three rounds of 512 stacks, handed over from 64: many
+    // times.
+    assert!(
+        handed >= 8,
+        "threads handed their tables over {handed} times"
+    );
     let store = &store;
 
     let size = |p: u32, t: u64| 16 + u64::from(p % 61) + 8 * t;
@@ -197,8 +198,13 @@ fn threads_that_start_and_end_while_others_hand_over_lose_no_count() {
     let dir = Scratch::new("threads-spill-storm");
     let exe = compile_threaded("thread_storm", &dir);
     let (spawners, each) = (4u64, 200u64);
-    let (store, _) =
-        recorded_handing_over(&exe, &[&spawners.to_string(), &each.to_string()], 1, &dir);
+    let (store, _) = recorded_handing_over(
+        &exe,
+        &[&spawners.to_string(), &each.to_string()],
+        1,
+        "",
+        &dir,
+    );
     let leaves = spawners * each;
     let calls = &report_json(&store)["calls"];
     assert_eq!(
@@ -225,4 +231,28 @@ fn folded_by_leaf(store: &Path, metric: &str, dir: &Scratch) -> (u64, u64) {
         }
     }
     (leaf, other)
+}
+
+/// Past the budget for the threads' own rows (`kept_budget`, here none),
+/// a thread keeps none: `tree --thread` says how many were left out, in
+/// one line, and the process's counts are whole.
+#[test]
+fn threads_past_the_budget_for_their_rows_are_named_left_out() {
+    let dir = Scratch::new("threads-spill-budget");
+    let exe = compile_threaded("shared_stacks", &dir);
+    let (store, _) = recorded_handing_over(&exe, &[], 64, ",kept_budget=0", &dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["tree", "--thread", "2"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("left 4 threads out") && err.lines().count() == 1,
+        "{err}"
+    );
+    let (counts, _) = folded(&store, "count", &dir);
+    assert_eq!(counts.len(), 1 << BITS);
+    assert!(counts.values().all(|&c| c == ROUNDS * THREADS));
 }

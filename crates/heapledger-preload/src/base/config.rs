@@ -55,6 +55,9 @@ pub struct Config {
     /// to hand them over; `spill_slack=N` and `spill_min=N`, for tests.
     pub spill_slack: u64,
     pub spill_min: usize,
+    /// The most bytes the threads' own rows take (`thread::kept`);
+    /// `kept_budget=N`, for tests.
+    pub kept_budget: u64,
 }
 
 pub const DEFAULT: Config = Config {
@@ -74,6 +77,7 @@ pub const DEFAULT: Config = Config {
     waits_top: 32,
     spill_slack: SPILL_SLACK,
     spill_min: SPILL_MIN,
+    kept_budget: KEPT_BUDGET,
 };
 
 /// The defaults of `spill_slack` and `spill_min` (`data::stackmap::ENTRIES`):
@@ -81,6 +85,9 @@ pub const DEFAULT: Config = Config {
 /// holds at least before it hands them over.
 pub const SPILL_SLACK: u64 = 1 << 16;
 pub const SPILL_MIN: usize = 1 << 12;
+
+/// The default of `kept_budget` (16 MB: about 3 million rows).
+pub const KEPT_BUDGET: u64 = 16 << 20;
 
 /// What `get` answers until `load` has run.
 static BEFORE_LOAD: Config = DEFAULT;
@@ -133,6 +140,7 @@ pub fn parse(s: &[u8]) -> Config {
             b"waits_top" => c.waits_top = num(v).map_or(32, |n| n.clamp(1, 64) as u32),
             b"spill_slack" => c.spill_slack = num(v).unwrap_or(c.spill_slack),
             b"spill_min" => c.spill_min = num(v).map_or(c.spill_min, |n| n.max(1) as usize),
+            b"kept_budget" => c.kept_budget = num(v).unwrap_or(c.kept_budget),
             _ => {}
         }
     }

@@ -10,6 +10,7 @@ pub mod live;
 pub mod maps;
 pub mod modules;
 pub mod only;
+pub mod runs;
 pub mod sampler;
 pub mod stackmap;
 pub mod stacks;

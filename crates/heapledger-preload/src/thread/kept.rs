@@ -2,30 +2,27 @@
 //! profile's views of one thread (the viewer's thread filter, `tree
 //! --thread`). When a thread ends, its per-stack counters are folded into
 //! the retired state's (the process's totals) and its table freed; its
-//! allocations and bytes per stack are kept beside, 24 bytes a stack (the
-//! table takes 112), within a budget for the whole process: a thread that
+//! allocations and bytes per stack are kept beside, packed (4 to 6 bytes
+//! a stack where each was met a few times; the table takes 104), within a
+//! budget for the whole process (`base::config`'s `kept_budget`, 16 MB:
+//! about 3 million rows; as tuples, 24 MB held a million). A thread that
 //! would pass it keeps none (counted in [`UNKEPT`], which the dump says).
 //! A state reused for a new thread (past `KEEP_ENDED` ended threads) gives
-//! its rows back, as the row of its thread is folded then. A live thread's
-//! rows come from its table at the dump, after those it kept when it
-//! handed its table over (`life::spill`); a thread that cannot keep them
-//! all (the budget) keeps none, and is counted in [`UNKEPT`] too.
+//! its rows back, as the row of its thread is folded then. A live
+//! thread's rows come from its table at the dump, after those it kept
+//! when it handed its table over (`life::spill`); a thread that cannot
+//! keep them all (the budget) keeps none, and is counted in [`UNKEPT`]
+//! too.
 
 use super::state::ThreadState;
-use alloc::vec::Vec;
+use crate::data::runs::{Row, Runs};
 use core::sync::atomic::{AtomicU64, Ordering};
 
-/// The most rows the ended threads keep in all (24 MB).
-pub const BUDGET: u64 = 1 << 20;
-
-/// Rows kept by the ended threads' states.
-static ROWS: AtomicU64 = AtomicU64::new(0);
+/// Bytes of packed rows held by the states.
+static BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Threads whose rows were not kept (the budget, or memory).
 pub static UNKEPT: AtomicU64 = AtomicU64::new(0);
-
-/// (stack id, allocations, bytes allocated) of one stack of a thread.
-pub type Row = (u32, u64, u64);
 
 /// Rows a state holds in itself: most threads of a program that starts
 /// many allocate at a stack or two, and a small block of the recorder's
@@ -33,20 +30,18 @@ pub type Row = (u32, u64, u64);
 /// go, would cost a state's alignment (2 KB a thread, measured).
 const INLINE: usize = 4;
 
-/// An ended thread's rows: a few in the state, more in a block of their
-/// own. A live thread that handed its counters over (`life::spill`) keeps
-/// the rows of what it handed here too, and its table's rows come after.
-/// A stack may have several rows (handed over, then met again): readers
-/// add them up.
+/// An ended thread's rows: a few in the state, more packed (see
+/// `data::runs`). A live thread that handed its counters over
+/// (`life::spill`) keeps the rows of what it handed here too, and its
+/// table's rows come after. A stack may have several rows (handed over,
+/// then met again): readers add them up.
 #[derive(Default)]
 pub struct Kept {
     inline: [Row; INLINE],
     len: u8,
-    more: Vec<Row>,
+    runs: Runs,
     /// Rows were not all kept (the budget, or memory): the thread has none.
     lost: bool,
-    /// Rows in `more` when its stacks were last made one row each.
-    merged: usize,
 }
 
 impl Kept {
@@ -54,23 +49,15 @@ impl Kept {
         Kept {
             inline: [(0, 0, 0); INLINE],
             len: 0,
-            more: Vec::new(),
+            runs: Runs::new(),
             lost: false,
-            merged: 0,
-        }
-    }
-
-    fn rows(&self) -> &[Row] {
-        match self.more.is_empty() {
-            true => &self.inline[..self.len as usize],
-            false => &self.more,
         }
     }
 
     /// Drops the rows, counting the thread among those whose rows were not
     /// kept.
     fn lose(&mut self) {
-        ROWS.fetch_sub(self.more.capacity() as u64, Ordering::Relaxed);
+        BYTES.fetch_sub(self.runs.capacity() as u64, Ordering::Relaxed);
         *self = Kept {
             lost: true,
             ..Kept::new()
@@ -96,92 +83,68 @@ fn add_table_rows(s: &mut ThreadState) {
     if s.kept.lost {
         return;
     }
+    let allocated = |s: &ThreadState, (id, at): (u32, usize)| {
+        let (count, sum) = s.stacks.allocated(at);
+        (count > 0).then_some((id, count, sum))
+    };
     let n = s.stacks.iter().count();
-    let have = s.kept.rows().len();
-    if s.kept.more.is_empty() && have + n <= INLINE {
-        for (id, at) in s.stacks.iter() {
-            let a = s.stacks.full(at).t.alloc;
-            let k = &mut s.kept;
-            if a.count > 0 && (k.len as usize) < INLINE {
-                k.inline[k.len as usize] = (id, a.count, a.sum);
+    if s.kept.runs.is_empty() && s.kept.len as usize + n <= INLINE {
+        for e in s.stacks.iter() {
+            if let Some(row) = allocated(s, e) {
+                let k = &mut s.kept;
+                k.inline[k.len as usize] = row;
                 k.len += 1;
             }
         }
         return;
     }
-    let old_cap = s.kept.more.capacity();
-    let want = have + n;
-    let grow = want.saturating_sub(old_cap) as u64;
-    let fits = ROWS
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-            (r + grow <= BUDGET).then_some(r + grow)
-        })
-        .is_ok();
-    if !fits {
-        s.kept.lose();
-        return;
-    }
-    let reserved = s
-        .kept
-        .more
-        .try_reserve_exact(want - s.kept.more.len())
-        .is_ok();
-    // (What the allocator gave beyond is charged too: `forget` gives the
-    // capacity back.)
-    let cap = s.kept.more.capacity();
-    ROWS.fetch_add((cap - old_cap) as u64, Ordering::Relaxed);
-    ROWS.fetch_sub(grow, Ordering::Relaxed);
-    if !reserved {
-        s.kept.lose();
-        return;
-    }
-    if s.kept.more.is_empty() {
-        let k = &mut s.kept;
-        let inline = k.len as usize;
-        k.more.extend_from_slice(&k.inline[..inline]);
-        k.len = 0;
-    }
-    for (id, at) in s.stacks.iter() {
-        let a = s.stacks.full(at).t.alloc;
-        if a.count > 0 {
-            s.kept.more.push((id, a.count, a.sum));
-        }
-    }
-    // A thread that hands its table over again and again names the same
-    // stacks again: once its rows have doubled, each stack's are made one.
     let k = &mut s.kept;
-    if k.more.len() >= 2 * k.merged.max(MERGE_FROM) {
-        k.more.sort_unstable_by_key(|r| r.0);
-        let mut w = 0;
-        for r in 0..k.more.len() {
-            let row = k.more[r];
-            if w > 0 && k.more[w - 1].0 == row.0 {
-                k.more[w - 1].1 += row.1;
-                k.more[w - 1].2 += row.2;
-            } else {
-                k.more[w] = row;
-                w += 1;
-            }
-        }
-        k.more.truncate(w);
-        k.merged = w;
+    let before = k.runs.capacity() as u64;
+    let inline = core::mem::take(&mut k.inline);
+    let inline = &inline[..core::mem::take(&mut k.len) as usize];
+    let mut runs = core::mem::take(&mut k.runs);
+    let mut ok = inline.is_empty() || runs.push_run(sorted(inline));
+    let t: &ThreadState = s;
+    ok = ok && runs.push_run(t.stacks.iter_by_id().filter_map(|e| allocated(t, e)));
+    let after = runs.capacity() as u64;
+    s.kept.runs = runs;
+    BYTES.fetch_add(after, Ordering::Relaxed);
+    BYTES.fetch_sub(before, Ordering::Relaxed);
+    // Past the budget, or without memory, the thread keeps none.
+    if !ok || BYTES.load(Ordering::Relaxed) > crate::base::config::get().kept_budget {
+        s.kept.lose();
     }
 }
 
-/// Rows a thread keeps before it makes each stack's one (see
-/// `add_table_rows`).
-const MERGE_FROM: usize = 4096;
+/// The inline rows in the order of their ids, one row each.
+fn sorted(rows: &[Row]) -> impl Iterator<Item = Row> {
+    let mut r = [(0u32, 0u64, 0u64); INLINE];
+    let n = rows.len();
+    r[..n].copy_from_slice(rows);
+    r[..n].sort_unstable_by_key(|x| x.0);
+    let mut w = 0;
+    for i in 0..n {
+        if w > 0 && r[w - 1].0 == r[i].0 {
+            r[w - 1].1 += r[i].1;
+            r[w - 1].2 += r[i].2;
+        } else {
+            r[w] = r[i];
+            w += 1;
+        }
+    }
+    r.into_iter().take(w)
+}
 
 /// Gives the rows of `s` back (its state reused, the counters reset).
 pub fn forget(s: &mut ThreadState) {
-    ROWS.fetch_sub(s.kept.more.capacity() as u64, Ordering::Relaxed);
+    BYTES.fetch_sub(s.kept.runs.capacity() as u64, Ordering::Relaxed);
     s.kept = Kept::new();
 }
 
 /// In a forked child: it counts from the fork (the states of the parent's
 /// other threads are left unused).
 pub fn forked() {
-    ROWS.store(0, Ordering::Relaxed);
+    BYTES.store(0, Ordering::Relaxed);
     UNKEPT.store(0, Ordering::Relaxed);
 }
 
@@ -191,14 +154,16 @@ pub fn each_row(s: &ThreadState, mut f: impl FnMut(Row)) {
     if s.kept.lost {
         return;
     }
-    s.kept.rows().iter().for_each(|&r| f(r));
+    let k = &s.kept;
+    k.inline[..k.len as usize].iter().for_each(|&r| f(r));
+    k.runs.iter().for_each(&mut f);
     if s.dead {
         return;
     }
     for (id, at) in s.stacks.iter() {
-        let a = s.stacks.full(at).t.alloc;
-        if a.count > 0 {
-            f((id, a.count, a.sum));
+        let (count, sum) = s.stacks.allocated(at);
+        if count > 0 {
+            f((id, count, sum));
         }
     }
 }

@@ -128,7 +128,7 @@ pub fn spill(s: &mut ThreadState) {
     let r = reg.retired.get_or_insert_with(new_retired);
     // (Without memory for the process's counters, the thread's are lost,
     // as in `retire`: recording stopped.)
-    crate::data::stackmap::handed(s.stacks.len() as u64);
+    crate::data::stackmap::handed(s.stacks.len() as u64, &mut s.handed);
     r.stacks.take_in(&mut s.stacks, epoch, SPILL_KEEP);
 }
 

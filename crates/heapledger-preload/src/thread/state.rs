@@ -95,6 +95,9 @@ pub struct ThreadState {
     pub merged: u64,
     /// An ended thread's allocations per stack (`kept.rs`).
     pub kept: super::kept::Kept,
+    /// Entries this thread handed over since the slack last doubled
+    /// (`stackmap::handed`).
+    pub handed: u64,
 }
 
 /// The numbers of the states that are no thread's: counters of ended
@@ -275,6 +278,7 @@ impl ThreadState {
         self.waits = None;
         self.open_wait = None;
         super::kept::forget(self);
+        self.handed = 0;
     }
 }
 
@@ -358,6 +362,7 @@ impl ThreadState {
             ended_next: null_mut(),
             merged: 0,
             kept: super::kept::Kept::new(),
+            handed: 0,
         };
         s.lifetime_gap = s.next_lifetime_gap();
         s

@@ -27,7 +27,7 @@ mod slot;
 mod spill;
 pub use slot::Slot;
 use spill::slack;
-pub use spill::{forked, handed, ENTRIES};
+pub use spill::{forked, handed, ENTRIES, HAND_OVERS};
 
 const BIG: u32 = u32::MAX;
 
@@ -356,6 +356,18 @@ impl StackMap {
         Some(at as usize)
     }
 
+    /// The allocations of the entry at `at`, and their bytes (what
+    /// [`full`](Self::full) says of them, without the rest).
+    #[inline]
+    pub fn allocated(&self, at: usize) -> (u64, u64) {
+        let ps = &self.vals[at];
+        let hi = match ps.rare {
+            0 => 0,
+            i => self.rare[i as usize - 1].alloc_hi,
+        };
+        (ps.alloc_count as u64 + hi, ps.alloc_sum)
+    }
+
     /// The entry at `at` in full.
     pub fn full(&self, at: usize) -> Full {
         let ps = &self.vals[at];
@@ -496,6 +508,19 @@ impl StackMap {
     /// (id, position) of every entry, in order of first use.
     pub fn iter(&self) -> impl Iterator<Item = (StackId, usize)> + '_ {
         self.vals.iter().enumerate().map(|(at, ps)| (ps.id, at))
+    }
+
+    /// [`iter`](Self::iter) in the order of the ids (through the pages of
+    /// the index, in order).
+    pub fn iter_by_id(&self) -> impl Iterator<Item = (StackId, usize)> + '_ {
+        self.pages.iter().enumerate().flat_map(|(p, page)| {
+            page.iter().flat_map(move |pg| {
+                pg.iter()
+                    .enumerate()
+                    .filter(|&(_, &at)| at != 0)
+                    .map(move |(k, &at)| ((p * PAGE + k) as StackId, at as usize - 1))
+            })
+        })
     }
 }
 

@@ -20,14 +20,19 @@ use core::sync::atomic::{AtomicU64, Ordering};
 ///
 /// Where the threads' stacks in use outgrow the slack (four threads each
 /// going round the same 100 000 stacks), what a thread hands over it soon
-/// makes again; so the slack doubles each time the entries handed over
-/// since it was set reach twice the entries allowed (`handed`), until the
-/// threads' tables hold what they use.
+/// makes again; so the slack doubles each time one thread has handed over
+/// twice the entries allowed since it was last set (`handed`), until the
+/// threads' tables hold what they use. One thread's count, not all of
+/// theirs: a thread that goes once round the stacks hands each over once,
+/// so only a thread that makes again what it handed can pass it (the sum
+/// of four threads going once round half a million stacks doubled the
+/// slack four times, to 1 M entries: tables of 50 MB more).
 pub static ENTRIES: AtomicU64 = AtomicU64::new(0);
-/// The slack now (0: the configured one, not yet doubled), and the
-/// entries handed over since it was last set.
+/// The slack now (0: the configured one, not yet doubled).
 static SPILL_SLACK_NOW: AtomicU64 = AtomicU64::new(0);
-static HANDED: AtomicU64 = AtomicU64::new(0);
+
+/// Tables handed over, and the entries they held (the dump says them).
+pub static HAND_OVERS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
 /// The slack of [`ENTRIES`] now.
 pub(super) fn slack() -> u64 {
@@ -37,16 +42,17 @@ pub(super) fn slack() -> u64 {
     }
 }
 
-/// Counts `n` entries handed over (under the registry's lock: one
-/// hand-over at a time); doubles the slack where they are many.
-pub fn handed(n: u64) {
-    let h = HANDED.load(Ordering::Relaxed) + n;
+/// Counts `n` entries handed over by a thread (under the registry's lock:
+/// one hand-over at a time) in `by_thread`, its count since the slack was
+/// last set; doubles the slack where that is many.
+pub fn handed(n: u64, by_thread: &mut u64) {
+    HAND_OVERS[0].fetch_add(1, Ordering::Relaxed);
+    HAND_OVERS[1].fetch_add(n, Ordering::Relaxed);
+    *by_thread += n;
     let slack = slack();
-    if h > 2 * (u64::from(stacks::count()) + slack) {
+    if *by_thread > 2 * (u64::from(stacks::count()) + slack) {
         SPILL_SLACK_NOW.store((2 * slack).max(1024), Ordering::Relaxed);
-        HANDED.store(0, Ordering::Relaxed);
-    } else {
-        HANDED.store(h, Ordering::Relaxed);
+        *by_thread = 0;
     }
 }
 
@@ -54,7 +60,9 @@ pub fn handed(n: u64) {
 pub fn forked() {
     ENTRIES.store(0, Ordering::Relaxed);
     SPILL_SLACK_NOW.store(0, Ordering::Relaxed);
-    HANDED.store(0, Ordering::Relaxed);
+    HAND_OVERS
+        .iter()
+        .for_each(|h| h.store(0, Ordering::Relaxed));
 }
 
 impl StackMap {

@@ -10,6 +10,12 @@ use core::sync::atomic::Ordering;
 use heapledger_wire::{Encoder, Tag};
 
 pub(super) fn write(e: &mut Encoder<FileSink>, states: &[&state::ThreadState]) {
+    let [times, entries] = &crate::data::stackmap::HAND_OVERS;
+    if times.load(Ordering::Relaxed) > 0 {
+        e.tag(Tag::HandOvers);
+        e.u(times.load(Ordering::Relaxed));
+        e.u(entries.load(Ordering::Relaxed));
+    }
     let kept_one = |s: &&&state::ThreadState| s.number < state::SPARE;
     let mut with_rows = 0;
     for s in states.iter().filter(kept_one) {
