@@ -175,10 +175,7 @@ impl ThreadRows {
 
     /// Each row, as written: (thread number, stack id, allocations, bytes).
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64, u64, u64)> + '_ {
-        let mut r = Reader {
-            buf: &self.bytes,
-            pos: 0,
-        };
+        let mut r = Reader::new(&self.bytes[..]);
         // (Checked as they were kept.)
         let mut u = move || r.u().unwrap_or_default();
         (0..self.len).map(move |_| (u(), u(), u(), u()))
@@ -274,6 +271,8 @@ pub enum DecodeError {
     TooManyFrames {
         offset: usize,
     },
+    /// The file could not be read.
+    Io(String),
 }
 
 impl fmt::Display for DecodeError {
@@ -290,6 +289,7 @@ impl fmt::Display for DecodeError {
             DecodeError::BadRecord { tag, offset } => {
                 write!(f, "bad record (tag {tag}) at byte {offset}")
             }
+            DecodeError::Io(e) => write!(f, "cannot read the dump: {e}"),
             DecodeError::TooManyFrames { offset } => write!(
                 f,
                 "the stacks hold more frames in all than a recorder writes (more than {MAX_FRAMES}, and {FRAMES_PER_BYTE} per byte of the dump) at byte {offset}"
@@ -300,14 +300,144 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+/// Where a [`Reader`]'s bytes come from: a slice held whole, or a file
+/// read a window at a time ([`FileInput`]).
+trait Input {
+    /// The bytes held now.
+    fn held(&self) -> &[u8];
+    /// Holds more, keeping the held bytes from `keep` on and dropping
+    /// those before (where worth it): at least `want` more past the held
+    /// ones, or what is left of the input. Returns how many bytes were
+    /// dropped from the front; None at the end of the input.
+    fn more(&mut self, keep: usize, want: usize) -> Result<Option<usize>, DecodeError>;
+    /// The input's offset of the first byte held.
+    fn offset(&self) -> u64;
+    /// The input's length.
+    fn len(&self) -> u64;
 }
 
-impl<'a> Reader<'a> {
+impl Input for &[u8] {
+    #[inline(always)]
+    fn held(&self) -> &[u8] {
+        self
+    }
+    fn more(&mut self, _: usize, _: usize) -> Result<Option<usize>, DecodeError> {
+        Ok(None)
+    }
+    fn offset(&self) -> u64 {
+        0
+    }
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+}
+
+/// A file read a window at a time: a dump is decoded without its bytes
+/// held whole (four threads over half a million stacks: 56 MB, beside
+/// what is decoded, at `heapledger run`'s peak).
+struct FileInput<R> {
+    file: R,
+    held: Vec<u8>,
+    offset: u64,
+    len: u64,
+}
+
+/// What a [`FileInput`] reads at a time.
+const WINDOW: usize = 1 << 20;
+
+impl<R: std::io::Read> Input for FileInput<R> {
+    #[inline(always)]
+    fn held(&self) -> &[u8] {
+        &self.held
+    }
+    fn more(&mut self, keep: usize, want: usize) -> Result<Option<usize>, DecodeError> {
+        let dropped = if keep >= WINDOW / 2 {
+            self.held.drain(..keep);
+            self.offset += keep as u64;
+            keep
+        } else {
+            0
+        };
+        let have = self.held.len();
+        let target = have + want.max(WINDOW);
+        self.held.resize(target, 0);
+        let mut at = have;
+        while at < target {
+            match self.file.read(&mut self.held[at..]) {
+                Ok(0) => break,
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.held.truncate(at);
+                    return Err(DecodeError::Io(e.to_string()));
+                }
+            }
+        }
+        self.held.truncate(at);
+        // A file that grows while it is read (a process still writing its
+        // dump) is read up to the length it had.
+        self.len = self.len.max(self.offset + at as u64);
+        Ok((at > have).then_some(dropped))
+    }
+    fn offset(&self) -> u64 {
+        self.offset
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct Reader<I> {
+    input: I,
+    pos: usize,
+    /// Where the record being read starts: its bytes stay held.
+    mark: usize,
+}
+
+impl<I: Input> Reader<I> {
+    fn new(input: I) -> Self {
+        Reader {
+            input,
+            pos: 0,
+            mark: 0,
+        }
+    }
+    /// The input's offset of the next byte.
+    fn at(&self) -> usize {
+        (self.input.offset() + self.pos as u64) as usize
+    }
+    /// Bytes left in the input.
+    fn left(&self) -> u64 {
+        self.input.len().saturating_sub(self.at() as u64)
+    }
+    /// Starts a record: its bytes stay held until the next.
+    fn start(&mut self) {
+        self.mark = self.pos;
+    }
+    /// The bytes of the record being read so far.
+    fn record(&self) -> &[u8] {
+        &self.input.held()[self.mark..self.pos]
+    }
+    /// Holds at least `n` bytes from `pos`, or fails as the input ends.
+    #[cold]
+    fn fill(&mut self, n: usize) -> Result<(), DecodeError> {
+        while self.input.held().len() - self.pos < n {
+            match self.input.more(self.mark, n)? {
+                Some(dropped) => {
+                    self.pos -= dropped;
+                    self.mark -= dropped;
+                }
+                None => return Err(DecodeError::Truncated),
+            }
+        }
+        Ok(())
+    }
+    #[inline(always)]
     fn byte(&mut self) -> Result<u8, DecodeError> {
-        let b = *self.buf.get(self.pos).ok_or(DecodeError::Truncated)?;
+        if self.pos >= self.input.held().len() {
+            self.fill(1)?;
+        }
+        let b = self.input.held()[self.pos];
         self.pos += 1;
         Ok(b)
     }
@@ -324,17 +454,17 @@ impl<'a> Reader<'a> {
         }
         Err(DecodeError::BadRecord {
             tag: 0,
-            offset: self.pos,
+            offset: self.at(),
         })
     }
     /// A count, then that many frames (at most [`MAX_STACK_FRAMES`]), of a
     /// record of `tag`.
     fn frames(&mut self, tag: Tag) -> Result<Vec<u64>, DecodeError> {
         let n = self.u()?;
-        if n > MAX_STACK_FRAMES as u64 || n > (self.buf.len() - self.pos) as u64 {
+        if n > MAX_STACK_FRAMES as u64 || n > self.left() {
             return Err(DecodeError::BadRecord {
                 tag: tag as u8,
-                offset: self.pos,
+                offset: self.at(),
             });
         }
         (0..n).map(|_| self.u()).collect()
@@ -343,11 +473,15 @@ impl<'a> Reader<'a> {
         let z = self.u()?;
         Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
     }
-    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
-        let n = self.u()? as usize;
-        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
-        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
-        self.pos = end;
+    fn bytes(&mut self) -> Result<&[u8], DecodeError> {
+        let n = self.u()?;
+        if n > self.left() {
+            return Err(DecodeError::Truncated);
+        }
+        let n = n as usize;
+        self.fill(n)?;
+        let s = &self.input.held()[self.pos..self.pos + n];
+        self.pos += n;
         Ok(s)
     }
     fn string(&mut self) -> Result<String, DecodeError> {
@@ -403,13 +537,10 @@ pub struct SeriesRecordRef<'a> {
 impl<'a> SeriesRecordRef<'a> {
     /// (stack id, its counters), by id.
     pub fn rows(&self) -> impl Iterator<Item = (u64, [u64; SERIES_FIELDS])> + 'a {
-        let mut r = Reader {
-            buf: self.rows,
-            pos: 0,
-        };
+        let mut r = Reader::new(self.rows);
         let mut id = 0i64;
         std::iter::from_fn(move || {
-            if r.pos >= r.buf.len() {
+            if r.left() == 0 {
                 return None;
             }
             // Checked whole when the record was read: no error here.
@@ -435,10 +566,7 @@ pub fn series_record_refs(buf: &[u8]) -> impl Iterator<Item = SeriesRecordRef<'_
         let len = u32::from_le_bytes(buf[at + 4..at + 8].try_into().expect("4 bytes")) as usize;
         let payload = buf.get(at + 8..at + 8 + len)?;
         at += 8 + len;
-        let mut r = Reader {
-            buf: payload,
-            pos: 0,
-        };
+        let mut r = Reader::new(payload);
         let mut one = || -> Result<SeriesRecordRef<'_>, DecodeError> {
             let (seq, ticks) = (r.u()?, r.u()?);
             let rows = &payload[r.pos..];
@@ -461,7 +589,7 @@ pub fn series_record_refs(buf: &[u8]) -> impl Iterator<Item = SeriesRecordRef<'_
 
 /// Decodes a whole dump.
 pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
-    let (d, frames) = parse(buf)?;
+    let (d, frames) = parse(Reader::new(buf))?;
     Ok(frames.into_tree(d))
 }
 
@@ -469,8 +597,22 @@ pub fn decode(buf: &[u8]) -> Result<Dump, DecodeError> {
 /// (half a million stacks: a 40 MB dump, and a tree that takes as much to
 /// build).
 pub fn decode_owned(buf: Vec<u8>) -> Result<Dump, DecodeError> {
-    let (d, frames) = parse(&buf)?;
+    let (d, frames) = parse(Reader::new(&buf[..]))?;
     drop(buf);
+    Ok(frames.into_tree(d))
+}
+
+/// [`decode`] of a dump read from `file` (`len` bytes long, or more if it
+/// grows), a window of a megabyte at a time: its bytes are never held
+/// whole.
+pub fn decode_read(file: impl std::io::Read, len: u64) -> Result<Dump, DecodeError> {
+    let input = FileInput {
+        file,
+        held: Vec::new(),
+        offset: 0,
+        len,
+    };
+    let (d, frames) = parse(Reader::new(input))?;
     Ok(frames.into_tree(d))
 }
 
@@ -568,21 +710,21 @@ impl Ids {
     }
 }
 
-fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
-    if buf.len() < MAGIC.len() {
-        return Err(if MAGIC.starts_with(buf) {
-            DecodeError::Truncated
-        } else {
-            DecodeError::NotADump
-        });
+fn parse<I: Input>(mut r: Reader<I>) -> Result<(Dump, StackFrames), DecodeError> {
+    let mut magic = [0u8; MAGIC.len()];
+    for k in 0..MAGIC.len() {
+        magic[k] = match r.byte() {
+            Ok(b) => b,
+            Err(DecodeError::Truncated) if MAGIC.starts_with(&magic[..k]) => {
+                return Err(DecodeError::Truncated)
+            }
+            Err(DecodeError::Truncated) => return Err(DecodeError::NotADump),
+            Err(e) => return Err(e),
+        };
     }
-    if &buf[..MAGIC.len()] != MAGIC {
+    if magic != *MAGIC {
         return Err(DecodeError::NotADump);
     }
-    let mut r = Reader {
-        buf,
-        pos: MAGIC.len(),
-    };
     let mut d = Dump::default();
     let mut seen_header = false;
     // Where the last stack of each id is in `d.stacks`, and their frames.
@@ -590,7 +732,7 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
     // Stacks entered in `stack_at` so far.
     let mut mapped = 0usize;
     let mut frames_in_all = 0usize;
-    let frame_cap = max_frames(buf.len());
+    let frame_cap = max_frames(r.input.len() as usize);
     // Every stack's frames as ids of distinct addresses, outermost first
     // (stack `i` ends at `ends[i]`); the last stack's frames, and its leaf;
     // its frames not shared, leaf first.
@@ -601,7 +743,8 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
     let (mut prev_len, mut prev_leaf) = (0usize, 0u64);
     let mut own: Vec<u64> = Vec::new();
     loop {
-        let at = r.pos;
+        r.start();
+        let at = r.at();
         let t = r.byte()?;
         let tag = Tag::from_u8(t).ok_or(DecodeError::BadRecord { tag: t, offset: at })?;
         match tag {
@@ -648,7 +791,7 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                 let shared = r.u()?;
                 let bad = DecodeError::BadRecord { tag: t, offset: at };
                 // Each frame not shared takes a byte at least.
-                let left = (r.buf.len() - r.pos) as u64;
+                let left = r.left();
                 if n > MAX_STACK_FRAMES as u64
                     || shared > n
                     || shared > prev_len as u64
@@ -794,7 +937,7 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                 if d.wait_kinds.len() >= 256 {
                     return Err(DecodeError::BadRecord {
                         tag: Tag::WaitKind as u8,
-                        offset: r.pos,
+                        offset: r.at(),
                     });
                 }
                 d.wait_kinds.push((r.u()?, r.string()?));
@@ -813,7 +956,7 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                 if d.waits.len() >= MAX_WAITS {
                     return Err(DecodeError::BadRecord {
                         tag: Tag::Wait as u8,
-                        offset: r.pos,
+                        offset: r.at(),
                     });
                 }
                 d.waits.push(w);
@@ -853,7 +996,7 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                 let step = r.u()?;
                 let n = r.u()?;
                 // Each bucket takes at least FIELDS bytes.
-                if n > ((r.buf.len() - r.pos) / TimelinePoint::FIELDS) as u64 {
+                if n > r.left() / TimelinePoint::FIELDS as u64 {
                     return Err(DecodeError::Truncated);
                 }
                 let mut points = Vec::with_capacity(n as usize);
@@ -870,9 +1013,7 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                 for _ in 0..4 {
                     r.u()?;
                 }
-                d.thread_stacks
-                    .bytes
-                    .extend_from_slice(&r.buf[at + 1..r.pos]);
+                d.thread_stacks.bytes.extend_from_slice(&r.record()[1..]);
                 d.thread_stacks.len += 1;
             }
             Tag::ThreadStacksUnkept => d.thread_stacks_unkept = r.u()?,
@@ -883,7 +1024,7 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                 if d.labels.len() >= MAX_LABELS {
                     return Err(DecodeError::BadRecord {
                         tag: Tag::Label as u8,
-                        offset: r.pos,
+                        offset: r.at(),
                     });
                 }
                 d.labels.push((id, text));
@@ -898,7 +1039,7 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                 if d.stack_use.len() >= MAX_WAITS {
                     return Err(DecodeError::BadRecord {
                         tag: Tag::StackUse as u8,
-                        offset: r.pos,
+                        offset: r.at(),
                     });
                 }
                 d.stack_use.push(u);
@@ -911,10 +1052,10 @@ fn parse(buf: &[u8]) -> Result<(Dump, StackFrames), DecodeError> {
                 if which > 1 {
                     return Err(DecodeError::BadRecord {
                         tag: Tag::Scatter as u8,
-                        offset: r.pos,
+                        offset: r.at(),
                     });
                 }
-                if n > ((r.buf.len() - r.pos) / 3) as u64 {
+                if n > r.left() / 3 {
                     return Err(DecodeError::Truncated);
                 }
                 let cells = &mut d.scatter[which as usize];
@@ -1017,6 +1158,60 @@ mod tests {
         e.bytes(b"/bin/prog");
         e.bytes(b"prog\0-x\0");
         e
+    }
+
+    /// Gives at most `step` bytes a call.
+    struct Trickle<'a> {
+        b: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.step).min(self.b.len());
+            out[..n].copy_from_slice(&self.b[..n]);
+            self.b = &self.b[n..];
+            Ok(n)
+        }
+    }
+
+    /// A dump read a window at a time (`decode_read`) is the dump read
+    /// whole: across windows dropped and refilled, a record longer than a
+    /// window, reads of a few bytes; and cut short, it is truncated too.
+    #[test]
+    fn a_dump_read_a_window_at_a_time_is_the_dump_read_whole() {
+        let mut e = with_header();
+        e.tag(Tag::Maps);
+        e.bytes(&vec![b'm'; 3 * WINDOW + 5]);
+        let mut prev = vec![];
+        for i in 0..60_000u64 {
+            let frames = [0x40_0000 + i % 977, 0x40_1000 + i % 3, 0x40_2000];
+            e.stack(i + 1, &frames, &prev);
+            prev = frames.to_vec();
+            e.tag(Tag::ThreadStack);
+            for v in [2 + i % 2, i + 1, 1, 16 * i] {
+                e.u(v);
+            }
+        }
+        e.tag(Tag::End);
+        let buf = e.sink.0;
+        let whole = format!("{:?}", decode(&buf).unwrap());
+        for step in [3, 4096, WINDOW + 1] {
+            let d = decode_read(Trickle { b: &buf, step }, buf.len() as u64).unwrap();
+            assert_eq!(format!("{d:?}"), whole, "{step} bytes a read");
+        }
+        for n in [0, 5, WINDOW, buf.len() / 2, buf.len() - 1] {
+            let cut = &buf[..n];
+            assert_eq!(
+                decode_read(cut, n as u64).unwrap_err(),
+                DecodeError::Truncated,
+                "{n} bytes"
+            );
+        }
+        assert_eq!(
+            decode_read(&b"HLXXXXXXXXXX"[..], 12).unwrap_err(),
+            DecodeError::NotADump
+        );
     }
 
     fn sample() -> Vec<u8> {

@@ -127,9 +127,9 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
                 let Some(c) = &checkpoint else { return false };
                 let last_image =
                     dump_pid(&path).is_none_or(|pid| latest.get(&pid) == Some(&image(&path)));
-                let bytes = std::fs::read(c).unwrap_or_default();
+                let read = decode_file(c);
                 let _ = std::fs::remove_file(c);
-                match heapledger_wire::decode_owned(bytes) {
+                match read {
                     Ok(d) if last_image => {
                         dumps.push(d);
                         true
@@ -159,9 +159,10 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
                 }
                 return Ok(());
             }
-            let bytes = std::fs::read(&path)?;
+            let file = std::fs::File::open(&path)?;
+            let len = file.metadata()?.len();
             let _ = std::fs::remove_file(&path);
-            if bytes.is_empty() {
+            if len == 0 {
                 // Created as the process started recording, never written: it
                 // replaced itself with exec (its new image has a file of its
                 // own), was killed by SIGKILL, or still runs.
@@ -169,7 +170,8 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
                 read_checkpoint(dumps);
                 return Ok(());
             }
-            match heapledger_wire::decode_owned(bytes) {
+            // Read a window at a time, never held whole (see `decode_read`).
+            match heapledger_wire::decode_read(file, len) {
                 Ok(d) => {
                     dumps.push(d);
                     if let Some(c) = &checkpoint {
@@ -215,13 +217,13 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
     let mut snapshots = Vec::new();
     for path in snapshot_files {
         let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
-        let bytes = if regular {
-            std::fs::read(&path).unwrap_or_default()
+        let read = if regular {
+            decode_file(&path)
         } else {
-            Vec::new()
+            heapledger_wire::decode(&[])
         };
         let _ = std::fs::remove_file(&path);
-        match heapledger_wire::decode_owned(bytes) {
+        match read {
             Ok(d) if d.snapshot.is_some() => snapshots.push(d),
             Ok(_) => eprintln!("heapledger: skipping {}: not a snapshot", path.display()),
             Err(e) => eprintln!("heapledger: skipping {}: {e}", path.display()),
@@ -257,5 +259,14 @@ pub(crate) fn exe_name(d: &heapledger_wire::Dump) -> String {
         "program".into()
     } else {
         base
+    }
+}
+
+/// The dump in the file at `path`, read a window at a time (an unreadable
+/// file reads as an empty one).
+fn decode_file(path: &Path) -> Result<heapledger_wire::Dump, heapledger_wire::DecodeError> {
+    match std::fs::File::open(path).and_then(|f| Ok((f.metadata()?.len(), f))) {
+        Ok((len, f)) => heapledger_wire::decode_read(f, len),
+        Err(_) => heapledger_wire::decode(&[]),
     }
 }
