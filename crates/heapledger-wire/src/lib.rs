@@ -816,6 +816,17 @@ impl<S: Sink> Encoder<S> {
         }
     }
 
+    /// A [`Tag::ThreadStack`] record, put at once (a dump writes one per
+    /// thread and stack: two million for four threads over half a million
+    /// stacks).
+    pub fn thread_stack(&mut self, thread: u64, id: u64, count: u64, bytes: u64) {
+        let mut r = Record::new(Tag::ThreadStack);
+        for v in [thread, id, count, bytes] {
+            r.u(v);
+        }
+        self.sink.put(r.bytes());
+    }
+
     pub fn stack_counters(&mut self, id: u64, c: &StackCounters) {
         // One record of 29 numbers, built here and put at once: a
         // checkpoint writes one per stack while the program's threads

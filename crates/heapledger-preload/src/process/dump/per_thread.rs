@@ -29,11 +29,7 @@ pub(super) fn write(e: &mut Encoder<FileSink>, states: &[&state::ThreadState]) {
     }
     for s in states.iter().filter(kept_one) {
         kept::each_row(s, |(id, count, bytes)| {
-            e.tag(Tag::ThreadStack);
-            e.u(s.number);
-            e.u(u64::from(id));
-            e.u(count);
-            e.u(bytes);
+            e.thread_stack(s.number, u64::from(id), count, bytes);
         });
     }
     if unkept > 0 {
