@@ -272,7 +272,7 @@ pub enum DecodeError {
         offset: usize,
     },
     /// The file could not be read.
-    Io(String),
+    Io(std::io::ErrorKind),
 }
 
 impl fmt::Display for DecodeError {
@@ -369,7 +369,7 @@ impl<R: std::io::Read> Input for FileInput<R> {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.held.truncate(at);
-                    return Err(DecodeError::Io(e.to_string()));
+                    return Err(DecodeError::Io(e.kind()));
                 }
             }
         }
@@ -441,7 +441,33 @@ impl<I: Input> Reader<I> {
         self.pos += 1;
         Ok(b)
     }
+    #[inline(always)]
     fn u(&mut self) -> Result<u64, DecodeError> {
+        // Ten bytes held (a number's most): no refill, no check a byte.
+        if let Some(w) = self.input.held().get(self.pos..self.pos + 10) {
+            if w[0] < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(w[0]));
+            }
+            let mut v = 0u64;
+            for (k, &b) in w.iter().enumerate() {
+                // (7 k is 63 at most: the tenth byte's bits past 64 go.)
+                v |= u64::from(b & 0x7f) << (7 * k);
+                if b & 0x80 == 0 {
+                    self.pos += k + 1;
+                    return Ok(v);
+                }
+            }
+            self.pos += 10;
+            return Err(DecodeError::BadRecord {
+                tag: 0,
+                offset: self.at(),
+            });
+        }
+        self.u_slow()
+    }
+    #[inline(never)]
+    fn u_slow(&mut self) -> Result<u64, DecodeError> {
         let mut v = 0u64;
         for shift in (0..70).step_by(7) {
             let b = self.byte()?;
@@ -469,6 +495,7 @@ impl<I: Input> Reader<I> {
         }
         (0..n).map(|_| self.u()).collect()
     }
+    #[inline(always)]
     fn i(&mut self) -> Result<i64, DecodeError> {
         let z = self.u()?;
         Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
@@ -487,6 +514,7 @@ impl<I: Input> Reader<I> {
     fn string(&mut self) -> Result<String, DecodeError> {
         Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
     }
+    #[inline(always)]
     fn mms(&mut self) -> Result<MinMaxSum, DecodeError> {
         Ok(MinMaxSum {
             count: self.u()?,
@@ -685,6 +713,7 @@ impl Ids {
         }
     }
 
+    #[inline]
     fn push(&mut self, id: u32) {
         if let Ids::Narrow(v) = self {
             match u16::try_from(id) {
