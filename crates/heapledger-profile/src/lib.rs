@@ -44,7 +44,7 @@ mod write;
 pub use indexmap::IndexMap;
 
 pub use addr::{Addr, AddrSpace, ParseAddrError};
-pub use compact::CompactStacks;
+pub use compact::{CompactStacks, CompactTotals};
 pub use domains::{DomainValues, Domains};
 pub use error::ProfileError;
 pub use ext::{

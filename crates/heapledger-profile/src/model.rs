@@ -129,20 +129,16 @@ impl Profile {
             return;
         };
         let mut d = crate::domains::Domains::default();
-        let mut add = |i: &crate::StackInfos| {
-            d.counters.c = d.counters.c.saturating_add(i.alloc.count);
-            d.mem.c = d.mem.c.saturating_add(i.alloc.sum);
-            d.counters.mmap = d.counters.mmap.saturating_add(i.mmap.count);
-            d.mem.mmap = d.mem.mmap.saturating_add(i.mmap.sum);
-            d.at_global_peak.c = d
-                .at_global_peak
-                .c
-                .saturating_add(u64::try_from(i.global_peak).unwrap_or(0));
-        };
+        let mut t = crate::compact::CompactTotals::default();
         match &self.compact {
-            Some(c) => (0..c.len()).for_each(|k| add(&c.infos(k))),
-            None => self.stacks.stats.iter().for_each(|s| add(&s.infos)),
+            Some(c) => t = c.totals,
+            None => self.stacks.stats.iter().for_each(|s| t.add(&s.infos)),
         }
+        d.counters.c = t.alloc_count;
+        d.mem.c = t.alloc_sum;
+        d.counters.mmap = t.mmap_count;
+        d.mem.mmap = t.mmap_sum;
+        d.at_global_peak.c = t.global_peak;
         d.local_peak.c = ext.peak_requested;
         self.domains = d;
         let peak = &mut self.timeline.memory_timeline.peak;

@@ -85,14 +85,6 @@ impl FrameTree {
 /// Numbers per stack's counters.
 const FIELDS: usize = 5 * 4 + 4 + 3;
 
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn zig(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -101,21 +93,34 @@ fn unzig(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// Appends `c` to `out`, packed.
+/// Appends `c` to `out`, packed: into a buffer of the most it can take,
+/// then appended at once (a push a byte checked the room of each).
 pub(crate) fn pack_counters(c: &StackCounters, out: &mut Vec<u8>) {
     let t = &c.totals;
+    let mut b = [0u8; FIELDS * 10];
+    let mut n = 0;
+    let mut put = |mut v: u64| {
+        while v >= 0x80 {
+            b[n] = (v as u8) | 0x80;
+            n += 1;
+            v >>= 7;
+        }
+        b[n] = v as u8;
+        n += 1;
+    };
     for m in [&t.alloc, &t.free, &t.lifetime, &t.mmap, &t.munmap] {
         for v in [m.count, m.min, m.max, m.sum] {
-            put(out, v);
+            put(v);
         }
     }
-    put(out, t.zeros);
-    put(out, t.realloc_count);
-    put(out, zig(t.realloc_delta));
-    put(out, t.temporary);
-    put(out, zig(c.alive));
-    put(out, c.max_alive);
-    put(out, zig(c.at_peak));
+    put(t.zeros);
+    put(t.realloc_count);
+    put(zig(t.realloc_delta));
+    put(t.temporary);
+    put(zig(c.alive));
+    put(c.max_alive);
+    put(zig(c.at_peak));
+    out.extend_from_slice(&b[..n]);
 }
 
 /// The counters packed at `at` in `buf` (by [`pack_counters`]; the arena
@@ -123,6 +128,14 @@ pub(crate) fn pack_counters(c: &StackCounters, out: &mut Vec<u8>) {
 pub(crate) fn unpack_counters(buf: &[u8], mut at: usize) -> StackCounters {
     let mut v = [0u64; FIELDS];
     for x in &mut v {
+        // Most numbers are one byte (most counters are small or 0).
+        if let Some(&b) = buf.get(at) {
+            if b < 0x80 {
+                *x = u64::from(b);
+                at += 1;
+                continue;
+            }
+        }
         let mut shift = 0;
         while let Some(&b) = buf.get(at) {
             at += 1;
