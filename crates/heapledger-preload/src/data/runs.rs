@@ -105,10 +105,10 @@ impl Runs {
     /// of their ids, and merging such runs row by row was a tenth of the
     /// recorder's time).
     fn join_last_two(&mut self) {
-        let b = self.runs.pop().unwrap_or_else(|| unreachable!());
-        let Some(a) = self.runs.last_mut() else {
+        let (Some(b), Some(&a)) = (self.runs.last().copied(), self.runs.iter().rev().nth(1)) else {
             return;
         };
+        self.runs.pop();
         let old = varint_len(u64::from(b.first));
         let mut new = Vec::new();
         put(&mut new, u64::from(b.first - a.last));
@@ -117,8 +117,10 @@ impl Runs {
         self.bytes[at..at + new.len()].copy_from_slice(&new);
         self.bytes.copy_within(at + old.., at + new.len());
         self.bytes.truncate(self.bytes.len() - (old - new.len()));
-        a.rows += b.rows;
-        a.last = b.last;
+        if let Some(a) = self.runs.last_mut() {
+            a.rows += b.rows;
+            a.last = b.last;
+        }
     }
 
     /// Merges the last two runs into one, a row for each id; false where
