@@ -339,6 +339,21 @@ impl ThreadStacks {
         }
     }
 
+    /// [`push_thread`](Self::push_thread) of rows in any order: sorted
+    /// in place, a stack's rows added up into one; `rows` is left empty.
+    pub fn push_thread_unsorted(&mut self, thread: u32, rows: &mut Vec<(u32, u64, u64)>) {
+        rows.sort_unstable_by_key(|r| r.0);
+        rows.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+                kept.2 += later.2;
+            }
+            same
+        });
+        self.push_thread(thread, rows.drain(..));
+    }
+
     /// Rows in all.
     pub fn len(&self) -> usize {
         self.threads.iter().map(|t| t.2).sum()

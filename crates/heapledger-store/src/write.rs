@@ -388,16 +388,7 @@ impl Writer {
             for (_, rows) in same.iter_mut() {
                 one.extend(rows.filter_map(|(i, c, b)| Some((*row_of.get(i as usize)?, c, b))));
             }
-            one.sort_unstable_by_key(|r| r.0);
-            one.dedup_by(|later, kept| {
-                let same = later.0 == kept.0;
-                if same {
-                    kept.1 += later.1;
-                    kept.2 += later.2;
-                }
-                same
-            });
-            by_row.push_thread(same[0].0, one.drain(..));
+            by_row.push_thread_unsorted(same[0].0, &mut one);
         }
         drop((pushes, one));
         let mut per_thread = by_row.iter();

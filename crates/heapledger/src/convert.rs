@@ -656,19 +656,9 @@ pub fn to_compact_profile(
     let mut rows: Vec<(u32, u64, u64)> = Vec::new();
     let mut now: Option<u32> = None;
     let mut flush = |t: Option<u32>, rows: &mut Vec<(u32, u64, u64)>| {
-        rows.sort_unstable_by_key(|r| r.0);
-        rows.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                kept.1 += later.1;
-                kept.2 += later.2;
-            }
-            same
-        });
         if let Some(t) = t {
-            thread_stacks.push_thread(t, rows.drain(..));
+            thread_stacks.push_thread_unsorted(t, rows);
         }
-        rows.clear();
     };
     for (thread, id, count, bytes) in d.thread_stacks.iter() {
         let (Some(&t), Some(at)) = (thread_index.get(&thread), id_map.get(id)) else {
