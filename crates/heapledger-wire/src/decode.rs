@@ -359,7 +359,11 @@ impl<R: std::io::Read> Input for FileInput<R> {
             0
         };
         let have = self.held.len();
-        let target = have + want.max(WINDOW);
+        // A window, or what the file has left where that is less (a small
+        // dump takes its own size); past the length it had, a page.
+        let left = self.len.saturating_sub(self.offset + have as u64);
+        let chunk = usize::try_from(left).unwrap_or(WINDOW).clamp(4096, WINDOW);
+        let target = have + want.max(chunk);
         self.held.resize(target, 0);
         let mut at = have;
         while at < target {

@@ -106,12 +106,36 @@ fn sample() -> Vec<u8> {
     e.sink.0
 }
 
-/// Decodes `bytes`: no panic, a one-line error, memory within bounds.
+/// Gives at most 7 bytes a read.
+struct Trickle<'a>(&'a [u8]);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = out.len().min(7).min(self.0.len());
+        out[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+/// Decodes `bytes`: no panic, a one-line error, memory within bounds; and
+/// read a few bytes at a time (`decode_read`, as `run` reads a dump), the
+/// same dump or the same error.
 fn decode_checked(bytes: &[u8]) -> Result<(), TestCaseError> {
-    let (result, peak) = peak_of(|| decode(bytes).map(|d| d.stacks.len()));
+    let whole = decode(bytes).map(|d| format!("{d:?}"));
+    let read = decode_read(Trickle(bytes), bytes.len() as u64).map(|d| format!("{d:?}"));
+    prop_assert_eq!(whole, read);
     // What a dump of this size can decode to: its records (a few times
     // its bytes) and the frames stacks share with the one before.
     let bound = 64 * 1024 + 512 * bytes.len();
+    // Read a window at a time: the same, and a window of a page at least.
+    let (_, peak) = peak_of(|| decode_read(Trickle(bytes), bytes.len() as u64).map(|_| ()));
+    prop_assert!(
+        peak <= bound + 8192,
+        "reading {} bytes took {peak}",
+        bytes.len()
+    );
+    let (result, peak) = peak_of(|| decode(bytes).map(|d| d.stacks.len()));
     prop_assert!(
         peak <= bound,
         "decoding {} bytes took {peak} bytes (bound {bound})",
