@@ -83,8 +83,9 @@ impl FrameTree {
 }
 
 /// Numbers per stack's counters.
-const FIELDS: usize = 5 * 4 + 4 + 3;
+pub(crate) const COUNTER_FIELDS: usize = 5 * 4 + 4 + 3;
 
+#[cfg(test)]
 fn zig(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -93,11 +94,13 @@ fn unzig(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// Appends `c` to `out`, packed: into a buffer of the most it can take,
-/// then appended at once (a push a byte checked the room of each).
+/// Appends `c` to `out`, packed: the numbers of a [`Tag::StackStats`]
+/// record after its id, which the decoder keeps as they are (the test
+/// below holds the two alike).
+#[cfg(test)]
 pub(crate) fn pack_counters(c: &StackCounters, out: &mut Vec<u8>) {
     let t = &c.totals;
-    let mut b = [0u8; FIELDS * 10];
+    let mut b = [0u8; COUNTER_FIELDS * 10];
     let mut n = 0;
     let mut put = |mut v: u64| {
         while v >= 0x80 {
@@ -123,10 +126,10 @@ pub(crate) fn pack_counters(c: &StackCounters, out: &mut Vec<u8>) {
     out.extend_from_slice(&b[..n]);
 }
 
-/// The counters packed at `at` in `buf` (by [`pack_counters`]; the arena
+/// The counters packed at `at` in `buf` (as [`pack_counters`] writes them; the arena
 /// is the decoder's own, so a short read cannot happen: it reads zeros).
 pub(crate) fn unpack_counters(buf: &[u8], mut at: usize) -> StackCounters {
-    let mut v = [0u64; FIELDS];
+    let mut v = [0u64; COUNTER_FIELDS];
     for x in &mut v {
         // Most numbers are one byte (most counters are small or 0).
         if let Some(&b) = buf.get(at) {
@@ -210,5 +213,20 @@ mod tests {
         pack_counters(&c, &mut buf);
         let back = unpack_counters(&buf, 2);
         assert_eq!(format!("{back:?}"), format!("{c:?}"));
+        // A `StackStats` record's numbers after its tag and id are these
+        // bytes: the decoder keeps them as they are.
+        struct Bytes(Vec<u8>);
+        impl crate::Sink for Bytes {
+            fn put(&mut self, b: &[u8]) {
+                self.0.extend_from_slice(b);
+            }
+        }
+        let mut e = crate::Encoder {
+            sink: Bytes(Vec::new()),
+        };
+        e.stack_counters(300, &c);
+        let record = &e.sink.0;
+        assert_eq!(record[0], crate::Tag::StackStats as u8);
+        assert_eq!(&record[3..], &buf[2..]);
     }
 }
