@@ -104,12 +104,8 @@ fn recorded_handing_over(
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let raw: Vec<_> = std::fs::read_dir(&left)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(raw.len(), 1, "{raw:?}");
-    let d = heapledger_wire::decode_owned(std::fs::read(&raw[0]).unwrap()).unwrap();
+    let raw = only_file(&left, "");
+    let d = heapledger_wire::decode_owned(std::fs::read(&raw).unwrap()).unwrap();
     let handed = d.hand_overs.0;
 
     let out = dir.join("out");
@@ -120,12 +116,17 @@ fn recorded_handing_over(
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let stores: Vec<_> = std::fs::read_dir(&out)
+    (only_file(&out, &String::from_utf8_lossy(&o.stderr)), handed)
+}
+
+/// The one file in `dir` (`why`: what to say if there are others or none).
+fn only_file(dir: &Path, why: &str) -> std::path::PathBuf {
+    let files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(stores.len(), 1, "{}", String::from_utf8_lossy(&o.stderr));
-    (stores[0].clone(), handed)
+    assert_eq!(files.len(), 1, "{files:?} {why}");
+    files[0].clone()
 }
 
 #[test]
