@@ -59,7 +59,7 @@ fn retire(st: *mut ThreadState) {
     super::kept::keep(s);
     // Without memory for the merged counters, the thread's are lost
     // (recording stopped: the arena could not serve them).
-    r.stacks.take_in(&mut s.stacks, epoch, 0);
+    r.packed.push_map(&s.stacks, epoch);
     r.sizes.absorb(&s.sizes);
     r.jumps.absorb(&s.jumps);
     r.size_time.absorb(&s.size_time);
@@ -88,13 +88,11 @@ fn retire(st: *mut ThreadState) {
 }
 
 /// The retired state: the counters of the threads that ended, and of the
-/// tables threads handed over. Its table counts in `stackmap::ENTRIES`
-/// with the live threads': the entries all hold, against the distinct
-/// stacks.
+/// tables threads handed over, packed (`stackmap::Packed`). They count in
+/// `stackmap::ENTRIES` with the live threads': the entries all hold,
+/// against the distinct stacks.
 fn new_retired() -> Box<ThreadState> {
-    let mut r = Box::new(ThreadState::new(RETIRED, false));
-    r.stacks = crate::data::counters::StackMap::for_thread();
-    r
+    Box::new(ThreadState::new(RETIRED, false))
 }
 
 /// The entries whose room a thread keeps when it hands its table over
@@ -129,7 +127,8 @@ pub fn spill(s: &mut ThreadState) {
     // (Without memory for the process's counters, the thread's are lost,
     // as in `retire`: recording stopped.)
     crate::data::stackmap::handed(s.stacks.len() as u64, &mut s.handed);
-    r.stacks.take_in(&mut s.stacks, epoch, SPILL_KEEP);
+    r.packed.push_map(&s.stacks, epoch);
+    s.stacks.empty_keeping(SPILL_KEEP);
 }
 
 /// The oldest ended state, taken off the queue with its row summed into

@@ -12,6 +12,7 @@ use crate::base::sync::SpinLock;
 use crate::data::counters;
 use crate::data::counters::{Histogram, SizeHistogram, StackMap};
 use crate::data::sampler;
+use crate::data::stackmap::Packed;
 use crate::data::unwind::Unwind;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -49,6 +50,10 @@ pub struct ThreadState {
     seg_high: u64,
     pub number: u64,
     pub stacks: StackMap,
+    /// The retired state's counters per stack, packed (`stackmap::Packed`:
+    /// the tables of threads that ended or handed them over); empty in
+    /// every other state.
+    pub packed: Packed,
     pub sizes: SizeHistogram,
     pub jumps: Histogram,
     /// The scatter's counts (`scatter.rs`): allocations by (time key,
@@ -266,6 +271,7 @@ impl ThreadState {
         self.last_alloc = 0;
         self.mem_ops = 0;
         self.stacks.empty();
+        self.packed.clear();
         self.sizes = SizeHistogram::new();
         self.jumps = Histogram::new();
         self.size_time = Histogram::new();
@@ -330,6 +336,7 @@ impl ThreadState {
             } else {
                 StackMap::new()
             },
+            packed: Packed::new(),
             sizes: SizeHistogram::new(),
             jumps: Histogram::new(),
             size_time: Histogram::new(),

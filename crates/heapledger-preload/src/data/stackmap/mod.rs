@@ -23,8 +23,10 @@ use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use heapledger_wire::MinMaxSum;
 
+mod packed;
 mod slot;
 mod spill;
+pub use packed::Packed;
 pub use slot::Slot;
 use spill::slack;
 pub use spill::{forked, handed, ENTRIES, HAND_OVERS};

@@ -106,41 +106,4 @@ impl StackMap {
             self.vals = vals;
         }
     }
-
-    /// Adds every entry of `from` (a thread's, ended or handing its
-    /// entries over: see `thread::life`) to this map, as `absorb` does
-    /// one by one, and empties `from`. Where `from` holds more, the two
-    /// maps' entries are swapped first, so that the smaller is added to
-    /// the larger (a map moved whole keeps each entry's own epoch, which
-    /// `absorb` would only settle sooner): a thread of half a million
-    /// stacks that ended took a copy of its 54 MB of entries, beside
-    /// them. `from` keeps the room of up to `keep` entries (see
-    /// `empty_keeping`). False when memory for an entry ran out (the rest
-    /// is lost, as with `absorb`).
-    pub fn take_in(&mut self, from: &mut StackMap, epoch_now: u64, keep: usize) -> bool {
-        if from.vals.len() > self.vals.len() {
-            let (a, b) = (self.vals.len() as u64, from.vals.len() as u64);
-            core::mem::swap(&mut self.pages, &mut from.pages);
-            core::mem::swap(&mut self.vals, &mut from.vals);
-            core::mem::swap(&mut self.rare, &mut from.rare);
-            core::mem::swap(&mut self.recent, &mut from.recent);
-            // Each map keeps its place in ENTRIES, counted or not.
-            let counted = |m: &StackMap, was: u64, now: u64| {
-                if m.counted {
-                    let _ = ENTRIES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |e| {
-                        Some((e + now).saturating_sub(was))
-                    });
-                }
-            };
-            counted(self, a, b);
-            counted(from, b, a);
-        }
-        let mut ok = true;
-        for at in 0..from.vals.len() {
-            let id = from.vals[at].id;
-            ok &= self.absorb(id, &from.full(at), epoch_now);
-        }
-        from.empty_keeping(keep);
-        ok
-    }
 }

@@ -6,6 +6,7 @@ use crate::base::clock::{self, now_ns};
 use crate::base::{arena, config, degrade, phase};
 use crate::data::counters;
 use crate::data::counters::{Full, Histogram, SizeHistogram, StackMap, PEAK_TICKS, UNRECORDED};
+use crate::data::stackmap::Packed;
 use crate::data::{live, modules, stacks};
 use crate::process::unhooked;
 use crate::thread::state;
@@ -74,8 +75,7 @@ pub(super) fn encode(e: &mut Encoder<FileSink>) {
     let g = state::with_states(|states| {
         let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
         let g = gather(states, epoch, base);
-        let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
-        write_stacks(e, &maps, epoch, &mut |_, _| {});
+        write_stacks(e, &Sources::new(states, base, &g), epoch, &mut |_, _| {});
         super::per_thread::write(e, states);
         g
     });
@@ -430,18 +430,43 @@ pub(super) fn gather(states: &[&state::ThreadState], epoch: u64, skip: Option<us
     g
 }
 
+/// Where the stacks' counters are: the largest thread's table, read in
+/// place; the other threads' merged (`Gathered::merged`); and the retired
+/// state's packed rows (the threads that ended and the tables handed over).
+pub(super) struct Sources<'a> {
+    maps: [Option<&'a StackMap>; 2],
+    packed: Option<&'a Packed>,
+}
+
+impl<'a> Sources<'a> {
+    /// The sources of `states`, `base` the one whose table `g` left out.
+    pub(super) fn new(
+        states: &[&'a state::ThreadState],
+        base: Option<usize>,
+        g: &'a Gathered,
+    ) -> Self {
+        Sources {
+            maps: [base.map(|i| &states[i].stacks), Some(&g.merged)],
+            packed: states
+                .iter()
+                .find(|s| s.number == state::RETIRED)
+                .map(|s| &s.packed),
+        }
+    }
+}
+
 /// Writes every stack with counters (see [`each_stack`]), each against the
 /// one before (they share outer frames). `see` is shown each stack's
 /// counters as written.
 pub(super) fn write_stacks(
     e: &mut Encoder<FileSink>,
-    maps: &[Option<&StackMap>; 2],
+    src: &Sources,
     epoch: u64,
     see: &mut dyn FnMut(u32, &StackCounters),
 ) {
     // This stack's frames and the one's before it, each as one slice.
     let (mut cur, mut prev): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
-    each_stack(maps, epoch, &mut |id, c| {
+    each_stack(src, epoch, &mut |id, c| {
         stacks::frames(stacks::entry(id)).copy_to(&mut cur);
         e.stack(id as u64, &cur, &prev);
         core::mem::swap(&mut cur, &mut prev);
@@ -455,17 +480,14 @@ pub(super) fn write_stacks(
 /// the peak less every other stack's (its blocks do not track it, see
 /// `hooks::alloc::stackless`), and its highest bytes alive at least that
 /// share and what it holds now (with `--stack none`, the peak).
-pub(super) fn each_stack(
-    maps: &[Option<&StackMap>; 2],
-    epoch: u64,
-    f: &mut dyn FnMut(u32, &StackCounters),
-) {
+pub(super) fn each_stack(src: &Sources, epoch: u64, f: &mut dyn FnMut(u32, &StackCounters)) {
     let mut others: i64 = 0;
     let mut empty: Option<Full> = None;
     let mut next = [0; 2];
+    let mut packed = src.packed.map(|p| p.cursor());
     for id in 0..stacks::count() {
-        let mut sum: Option<Full> = None;
-        for (m, next) in maps.iter().zip(next.iter_mut()) {
+        let mut sum: Option<Full> = packed.as_mut().and_then(|c| c.take(id, epoch));
+        for (m, next) in src.maps.iter().zip(next.iter_mut()) {
             let Some(m) = m else { continue };
             if let Some(at) = m.find_next(id, next) {
                 let f = m.full(at);

@@ -1,7 +1,7 @@
 //! A checkpoint's dump: what it takes while the program's threads are held
 //! out of their hooks, and how it is written after they are let go.
 
-use super::encode::{each_stack, gather, leaks, preamble, rest, Gathered, Totals};
+use super::encode::{each_stack, gather, leaks, preamble, rest, Gathered, Sources, Totals};
 use super::file::{FileSink, SINK_BUF};
 use crate::data::counters::{self, StackMap, PEAK_TICKS, UNRECORDED};
 use crate::data::stacks;
@@ -47,8 +47,9 @@ pub(super) fn take_snapshot(limit_ns: u64, stats: i32) -> Option<Snapshot> {
         let epoch = counters::peak();
         let base = (0..states.len()).max_by_key(|&i| states[i].stacks.len());
         let mut g = gather(states, epoch, base);
-        let maps = [base.map(|i| &states[i].stacks), Some(&g.merged)];
-        each_stack(&maps, epoch, &mut |id, c| out.stack_counters(id as u64, c));
+        each_stack(&Sources::new(states, base, &g), epoch, &mut |id, c| {
+            out.stack_counters(id as u64, c)
+        });
         out.sink.flush();
         // The other threads' merged counters are in `stats` now.
         g.merged = StackMap::new();

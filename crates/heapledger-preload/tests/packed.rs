@@ -1,0 +1,276 @@
+//! The process's packed counters per stack (`src/data/stackmap/packed.rs`)
+//! add up as the threads' tables they were handed, at every peak.
+
+#![allow(dead_code, unused_imports)]
+
+extern crate alloc;
+
+#[path = "../src/data/counters.rs"]
+pub mod counters;
+#[path = "../src/data/histogram.rs"]
+pub mod histogram;
+#[path = "../src/data/level.rs"]
+pub mod level;
+#[path = "../src/data/stackmap/mod.rs"]
+pub mod stackmap;
+#[path = "../src/base/sync.rs"]
+pub mod sync;
+
+mod base {
+    pub use super::sync;
+    pub mod clock {
+        pub fn ticks() -> u64 {
+            1
+        }
+    }
+    pub mod degrade {
+        pub enum Cause {
+            RecorderMemory,
+        }
+        pub fn stop(_: Cause) {
+            panic!("no memory");
+        }
+    }
+    pub mod config {
+        pub struct Config {
+            pub spill_slack: u64,
+            pub spill_min: usize,
+        }
+        pub fn get() -> &'static Config {
+            &Config {
+                spill_slack: 1 << 16,
+                spill_min: 1 << 12,
+            }
+        }
+    }
+}
+
+mod data {
+    pub use super::{counters, histogram, level, stackmap};
+    /// Shared entries for 64 stacks.
+    pub mod stacks {
+        use std::sync::atomic::{AtomicI64, AtomicU64};
+        pub type StackId = u32;
+        pub struct StackEntry {
+            pub alive: AtomicI64,
+            pub max_alive: AtomicU64,
+        }
+        static ENTRIES: [StackEntry; 1 << 20] = [const {
+            StackEntry {
+                alive: AtomicI64::new(0),
+                max_alive: AtomicU64::new(0),
+            }
+        }; 1 << 20];
+        pub fn entry(id: StackId) -> &'static StackEntry {
+            &ENTRIES[id as usize]
+        }
+        pub fn count() -> u32 {
+            1 << 20
+        }
+    }
+}
+
+use data::counters::{Full, StackMap};
+use heapledger_wire::{MinMaxSum, Totals};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// A series of `count` values, of every size now and then.
+    fn series(&mut self) -> MinMaxSum {
+        let count = match self.below(20) {
+            0 => 0,
+            1 => (1 << 33) + self.below(9),
+            _ => 1 + self.below(30),
+        };
+        if count == 0 {
+            return MinMaxSum::default();
+        }
+        let min = match self.below(10) {
+            0 => (1 << 40) + self.below(1000),
+            1 => u32::MAX as u64 + self.below(3),
+            _ => self.below(5000),
+        };
+        let max = min + self.below(3) * self.below(100_000);
+        MinMaxSum {
+            count,
+            min,
+            max,
+            sum: min.wrapping_add(max).wrapping_mul(count.min(1 << 20)),
+        }
+    }
+
+    /// A thread's counters of one stack, handed over at the peak `epoch`
+    /// (its share at the peak as of that peak, or of an older one).
+    fn full(&mut self, epoch: u64) -> Full {
+        let mut f = Full::default();
+        let t = &mut f.t;
+        t.alloc = self.series();
+        t.free = self.series();
+        if self.below(3) == 0 {
+            t.free.sum = t.alloc.sum + self.below(1000); // another thread's blocks freed here
+        }
+        t.lifetime = self.series();
+        t.temporary = self.below(4) * self.below(1 << 34);
+        if self.below(8) == 0 {
+            t.mmap = self.series();
+            t.munmap = self.series();
+            t.zeros = self.below(5);
+            t.realloc_count = self.below(5);
+            t.realloc_delta = self.below(2000) as i64 - 1000;
+        }
+        f.alive = t.alloc.sum.wrapping_sub(t.free.sum) as i64;
+        f.flushed = match self.below(4) {
+            0 => f.alive - self.below(100) as i64,
+            _ => f.alive,
+        };
+        f.at_peak = match self.below(3) {
+            0 => f.alive,
+            1 => self.below(1 << 20) as i64,
+            _ => -(self.below(1000) as i64),
+        };
+        f.epoch = match self.below(4) {
+            0 => epoch.saturating_sub(1 + self.below(3)),
+            _ => epoch,
+        };
+        f
+    }
+}
+
+/// A thread's table of `n` stacks drawn from `lo..lo + width`.
+fn table(r: &mut Rng, n: usize, lo: u32, width: u64, epoch: u64) -> StackMap {
+    let mut m = StackMap::new();
+    for _ in 0..n {
+        let id = lo + r.below(width) as u32;
+        assert!(m.absorb(id, &r.full(epoch), epoch));
+    }
+    m
+}
+
+/// Pushes `tables` (each with the peak it is handed over at) into a
+/// packed map and into a table of full entries (as the process's counters
+/// were kept before), and checks that every stack reads the same from
+/// both at the last peak, and from a peak that came after.
+fn check(tables: &[(StackMap, u64)]) -> data::stackmap::Packed {
+    let mut packed = data::stackmap::Packed::new();
+    let mut want = StackMap::new();
+    let mut pushed = 0;
+    for (m, epoch) in tables {
+        assert!(packed.push_map(m, *epoch));
+        pushed += m.len();
+        for (id, at) in m.iter() {
+            assert!(want.absorb(id, &m.full(at), *epoch));
+        }
+    }
+    let last = tables.last().map_or(0, |t| t.1);
+    for epoch in [last, last + 1] {
+        let mut c = packed.cursor();
+        let ids = 1 << 20;
+        let mut seen = 0;
+        for id in 0..ids {
+            let got = c.take(id, epoch);
+            let w = want.find(id).map(|at| want.full(at));
+            assert_eq!(got.is_some(), w.is_some(), "stack {id}");
+            let (Some(g), Some(w)) = (got, w) else {
+                continue;
+            };
+            seen += 1;
+            assert_eq!(
+                (g.t, g.alive, g.flushed, g.at_peak_final(epoch)),
+                (w.t, w.alive, w.flushed, w.at_peak_final(epoch)),
+                "stack {id} at peak {epoch}"
+            );
+        }
+        assert_eq!(seen, want.len());
+    }
+    assert!(packed.rows() <= pushed);
+    packed
+}
+
+/// Tables of stacks anywhere: each run of rows meets the others, and is
+/// merged row by row.
+#[test]
+fn tables_of_any_stacks_add_up_as_full_entries() {
+    let mut r = Rng(0x5eed_0001_cafe);
+    let tables: Vec<(StackMap, u64)> = (0..24)
+        .map(|k| {
+            let n = 1 + r.below(6000) as usize;
+            (table(&mut r, n, 0, 20_000, 100 + k / 3), 100 + k / 3)
+        })
+        .collect();
+    let p = check(&tables);
+    // Stacks in several tables are one row once their runs merged: the
+    // runs stay few (a binary counter), so rows stay near the stacks.
+    let distinct = {
+        let mut all: Vec<u32> = tables
+            .iter()
+            .flat_map(|(m, _)| m.iter().map(|e| e.0))
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all.len()
+    };
+    assert!(
+        p.rows() < 3 * distinct,
+        "{} rows for {distinct} stacks",
+        p.rows()
+    );
+}
+
+/// Tables of new stacks, a narrow range each, as threads running the same
+/// code hand them over: segments that meet no other's are moved, the
+/// others merged; the counters are the same.
+#[test]
+fn tables_of_narrow_ranges_add_up_as_full_entries() {
+    let mut r = Rng(0x5eed_0002_f00d);
+    let mut tables = Vec::new();
+    for k in 0..40u32 {
+        // Four threads over the same frontier of new stacks, each table
+        // reaching a little back into the ranges handed over before.
+        let lo = (k / 4) * 9000;
+        let n = 2000 + r.below(9000) as usize;
+        tables.push((
+            table(&mut r, n, lo.saturating_sub(500), 10_000, 7 + u64::from(k)),
+            7 + u64::from(k),
+        ));
+    }
+    check(&tables);
+}
+
+/// Rows handed over at a peak that is then passed stand for their bytes
+/// alive at every later peak, and those of the same peak add their shares
+/// (`Full::absorb`), wherever a stack's rows are: one run, two, merged.
+#[test]
+fn shares_at_the_peak_follow_the_peak_of_each_hand_over() {
+    let mut r = Rng(0x5eed_0003_beef);
+    for epochs in [[5, 5, 5], [5, 6, 7], [5, 5, 9], [9, 9, 9]] {
+        let tables: Vec<(StackMap, u64)> = epochs
+            .iter()
+            .map(|&e| (table(&mut r, 3000, 0, 4000, e), e))
+            .collect();
+        check(&tables);
+    }
+}
+
+/// More rows than a segment holds, handed over once and read back.
+#[test]
+fn one_large_table_reads_back_whole() {
+    let mut r = Rng(0x5eed_0004_d00d);
+    let t = table(&mut r, 30_000, 1, 1 << 19, 3);
+    let n = t.len();
+    assert!(n > 20_000);
+    let p = check(&[(t, 3)]);
+    assert_eq!(p.rows(), n, "a row a stack");
+}
