@@ -649,11 +649,12 @@ struct StackFrames {
 
 impl StackFrames {
     fn into_tree(self, mut d: Dump) -> Dump {
-        let (tree, nodes) = match &self.ids {
-            Ids::Narrow(v) => FrameTree::build(v, &self.ends, &self.addrs),
-            Ids::Wide(v) => FrameTree::build(v, &self.ends, &self.addrs),
+        let StackFrames { ids, ends, addrs } = self;
+        let (tree, nodes) = match &ids {
+            Ids::Narrow(v) => FrameTree::build(v, &ends, addrs),
+            Ids::Wide(v) => FrameTree::build(v, &ends, addrs),
         };
-        drop(self);
+        drop((ids, ends));
         for (s, n) in d.stacks.iter_mut().zip(nodes) {
             s.node = n;
         }

@@ -14,26 +14,33 @@ use crate::{MinMaxSum, StackCounters, Totals};
 /// a frame (a return address) called from its parent's, outermost first.
 /// Each (parent, frame) pair is one node, so two stacks with the same
 /// frames end at the same node. A parent's number is below its children's.
+/// A node's frame is an index in `addrs`, the dump's distinct addresses
+/// (4 bytes a node, not 8: 6 MB of `run`'s peak at half a million stacks).
 #[derive(Clone, Debug)]
 pub struct FrameTree {
     pub parent: Vec<u32>,
-    pub frame: Vec<u64>,
+    pub frame: Vec<u32>,
+    pub addrs: Vec<u64>,
 }
 
 impl Default for FrameTree {
     fn default() -> Self {
         FrameTree {
             parent: vec![ROOT],
-            frame: vec![0],
+            frame: vec![NO_FRAME],
+            addrs: Vec::new(),
         }
     }
 }
 
 pub use crate::prefix::ROOT;
 
+/// The root's frame, which is no address (read as 0).
+const NO_FRAME: u32 = u32::MAX;
+
 impl FrameTree {
     /// The tree of stacks given as frame ids, outermost first (stack `i`
-    /// is `ids[ends[i - 1]..ends[i]]`), each id an index in `frames`;
+    /// is `ids[ends[i - 1]..ends[i]]`), each id an index in `addrs`;
     /// and each stack's node. Built by sorting the stacks
     /// ([`crate::prefix::build`]), not by looking each frame up: ten
     /// million frames looked up in a hash table of their nodes took 2.5 s
@@ -41,16 +48,26 @@ impl FrameTree {
     pub fn build<F: crate::prefix::FrameId>(
         ids: &[F],
         ends: &[usize],
-        frames: &[u64],
+        addrs: Vec<u64>,
     ) -> (FrameTree, Vec<u32>) {
-        let mut t = FrameTree::default();
+        let mut t = FrameTree {
+            addrs,
+            ..FrameTree::default()
+        };
         let nodes = crate::prefix::build_each(ids, ends, |_, parent, f| {
             t.parent.push(parent);
-            t.frame.push(frames[f as usize]);
+            t.frame.push(f);
         });
         t.parent.shrink_to_fit();
         t.frame.shrink_to_fit();
         (t, nodes)
+    }
+
+    /// The frame (return address) of `node`; 0 for the root.
+    #[inline]
+    pub fn frame(&self, node: u32) -> u64 {
+        let id = self.frame[node as usize];
+        self.addrs.get(id as usize).copied().unwrap_or(0)
     }
 
     /// Nodes, the root included.
@@ -66,7 +83,7 @@ impl FrameTree {
     pub fn frames(&self, mut node: u32, out: &mut Vec<u64>) {
         out.clear();
         while node != ROOT {
-            out.push(self.frame[node as usize]);
+            out.push(self.frame(node));
             node = self.parent[node as usize];
         }
     }
@@ -184,9 +201,10 @@ mod tests {
         // Stacks (outermost first): [10, 20], [10, 30], [10, 20], [40].
         let frames = [10, 20, 30, 40];
         let ids: [u32; 7] = [0, 1, 0, 2, 0, 1, 3];
-        let (t, nodes) = FrameTree::build(&ids, &[2, 4, 6, 7], &frames);
+        let (t, nodes) = FrameTree::build(&ids, &[2, 4, 6, 7], frames.to_vec());
         assert_eq!(nodes[0], nodes[2]);
         assert_eq!(t.len(), 5);
+        assert_eq!((t.frame(ROOT), t.frame(nodes[3])), (0, 40));
         let mut out = Vec::new();
         t.frames(nodes[1], &mut out);
         assert_eq!(out, [30, 10]);

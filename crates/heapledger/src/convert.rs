@@ -188,10 +188,12 @@ pub fn to_compact_profile(
         })
         .collect();
 
-    // Every distinct lookup address (return address minus one): each node
-    // of the dump's tree of frames once. A set first: a Python start-up has
-    // 1.4 M frames but 3 000 distinct addresses.
-    let distinct: HashSet<u64> = d.tree.frame[1..]
+    // Every distinct lookup address (return address minus one): the
+    // dump's distinct frames (a Python start-up has 1.4 M frames but 3 000
+    // distinct addresses), and those of the waits and the deepest stacks.
+    let distinct: HashSet<u64> = d
+        .tree
+        .addrs
         .iter()
         .map(|f| f.wrapping_sub(1))
         .chain(
@@ -233,7 +235,7 @@ pub fn to_compact_profile(
     // addresses, 1 above the lookup addresses); dropping leaf frames moves
     // it up the tree. Nothing is copied.
     let tree = &d.tree;
-    let frame_of = |n: u32| tree.frame[n as usize];
+    let frame_of = |n: u32| tree.frame(n);
     let parent_of = |n: u32| tree.parent[n as usize];
     // Addresses dropped as wrapper frames (a handful), which a kept frame
     // may repeat (the recorder's own are dropped everywhere).
@@ -279,7 +281,7 @@ pub fn to_compact_profile(
         // is below its children's).
         let mut on_path = vec![false; tree.len()];
         for n in 1..tree.len() {
-            on_path[n] = on_path[tree.parent[n] as usize] || is_own(tree.frame[n]);
+            on_path[n] = on_path[tree.parent[n] as usize] || is_own(frame_of(n as u32));
         }
         // A node's child by frame: the dump's nodes through lists of
         // siblings (8 bytes a node; a map of every node by parent and
@@ -359,6 +361,43 @@ pub fn to_compact_profile(
     }
     drop(index);
     drop(kept);
+    // What each thread allocated at each stack, by the threads' rows:
+    // made before the stacks' counters are copied, so that the dump's rows
+    // (14 MB for four threads over half a million stacks) go first.
+    let thread_index: HashMap<u64, u32> = d
+        .threads
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.merged == 0)
+        .map(|(i, t)| (t.number, i as u32))
+        .collect();
+    // A thread's rows sorted, and a stack's added up (a thread that handed
+    // its table over has several), one thread at a time as the dump gives
+    // them: a map of every (thread, stack) took 80 MB and half a second
+    // for four threads over half a million stacks, all the rows sorted at
+    // once 48 MB.
+    let mut thread_stacks = mp::ThreadStacks::default();
+    thread_stacks.unkept = d.thread_stacks_unkept;
+    let mut rows: Vec<(u32, u64, u64)> = Vec::new();
+    let mut now: Option<u32> = None;
+    let mut flush = |t: Option<u32>, rows: &mut Vec<(u32, u64, u64)>| {
+        if let Some(t) = t {
+            thread_stacks.push_thread_unsorted(t, rows);
+        }
+    };
+    for (thread, id, count, bytes) in d.thread_stacks.iter() {
+        let (Some(&t), Some(at)) = (thread_index.get(&thread), id_map.get(id)) else {
+            continue;
+        };
+        if now != Some(t) {
+            flush(now, &mut rows);
+            now = Some(t);
+        }
+        rows.push((at as u32, count, bytes));
+    }
+    flush(now, &mut rows);
+    drop(rows);
+    d.thread_stacks.clear();
     let addr = |f: &u64| Addr::native(f.wrapping_sub(1));
     // The leaf of each stack that set a bucket's maximum in the timeline.
     let timeline_leaf: HashMap<u64, Addr> = d
@@ -483,6 +522,7 @@ pub fn to_compact_profile(
     p.config.set("stack", "mode", mode);
     p.config.set("stack", "maxDepth", d.max_depth);
     p.config.set("output", "name", "heapledger");
+    p.thread_stacks = thread_stacks;
 
     // The profile's tree: the nodes used, numbered in the same order (a
     // parent's number stays below its children's).
@@ -500,6 +540,9 @@ pub fn to_compact_profile(
         }
     }
     drop(used);
+    // The dump's tree is the profile's now: it goes before the stacks'
+    // counters are copied, at `run`'s peak (18 MB of half a million stacks).
+    drop(std::mem::take(&mut d.tree));
     let mut compact = mp::CompactStacks::new(parent, frame);
     compact.reserve(merged.len(), d.counters_bytes());
     for (at, &(node, first, id)) in merged.iter().enumerate() {
@@ -637,43 +680,6 @@ pub fn to_compact_profile(
         }
         p.threads.push(ts);
     }
-
-    // What each thread allocated at each stack, by the threads' rows.
-    let thread_index: HashMap<u64, u32> = d
-        .threads
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.merged == 0)
-        .map(|(i, t)| (t.number, i as u32))
-        .collect();
-    // A thread's rows sorted, and a stack's added up (a thread that handed
-    // its table over has several), one thread at a time as the dump gives
-    // them: a map of every (thread, stack) took 80 MB and half a second
-    // for four threads over half a million stacks, all the rows sorted at
-    // once 48 MB.
-    let mut thread_stacks = mp::ThreadStacks::default();
-    thread_stacks.unkept = d.thread_stacks_unkept;
-    let mut rows: Vec<(u32, u64, u64)> = Vec::new();
-    let mut now: Option<u32> = None;
-    let mut flush = |t: Option<u32>, rows: &mut Vec<(u32, u64, u64)>| {
-        if let Some(t) = t {
-            thread_stacks.push_thread_unsorted(t, rows);
-        }
-    };
-    for (thread, id, count, bytes) in d.thread_stacks.iter() {
-        let (Some(&t), Some(at)) = (thread_index.get(&thread), id_map.get(id)) else {
-            continue;
-        };
-        if now != Some(t) {
-            flush(now, &mut rows);
-            now = Some(t);
-        }
-        rows.push((at as u32, count, bytes));
-    }
-    flush(now, &mut rows);
-    drop(rows);
-    d.thread_stacks.clear();
-    p.thread_stacks = thread_stacks;
 
     for path in global_paths(d) {
         p.mem_stats

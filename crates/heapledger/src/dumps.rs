@@ -56,6 +56,22 @@ pub(crate) struct Dumps {
     pub snapshots: Vec<heapledger_wire::Dump>,
 }
 
+/// Bytes of dumps from which they are decoded without what the symbolizer
+/// parsed of the binaries beside them (about 100 000 stacks; see
+/// `run::run`).
+pub(crate) const FORGET_PARSED_BYTES: u64 = 8 << 20;
+
+/// The bytes of the files in `dir` (the run's dumps and checkpoints).
+pub(crate) fn bytes_in(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// Every dump left in `dir` (the started process and its children),
 /// decoded; each file is removed once read, so that an interrupt leaves
 /// nothing behind. `running`: the processes still running when heapledger

@@ -7,7 +7,7 @@
 //! program, which writes its profile as it dies.
 
 use crate::convert::ProcessEnd;
-use crate::dumps::{exe_name, read_dumps, temp_dir, Dumps};
+use crate::dumps::{bytes_in, exe_name, read_dumps, temp_dir, Dumps, FORGET_PARSED_BYTES};
 use crate::options::{RunOptions, StackArg};
 use crate::preload::find_preload;
 use anyhow::{bail, Context, Result};
@@ -484,7 +484,16 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     } = {
         let dir = dir.clone();
         converter
-            .call(move |_| read_dumps(&dir, &running))
+            .call(move |symbols| {
+                // Large dumps are decoded without what was parsed of the
+                // binaries beside them (libc's debug information: 16 MB of
+                // `run`'s peak at half a million stacks); the addresses
+                // looked up while the program ran keep their answers.
+                if bytes_in(&dir) >= FORGET_PARSED_BYTES {
+                    symbols.forget_parsed();
+                }
+                read_dumps(&dir, &running)
+            })
             .wait()??
     };
     phases.mark("read");
