@@ -124,11 +124,12 @@ pub fn spill(s: &mut ThreadState) {
     s.stacks.flush_all();
     super::kept::spill(s);
     let r = reg.retired.get_or_insert_with(new_retired);
-    // (Without memory for the process's counters, the thread's are lost,
-    // as in `retire`: recording stopped.)
-    crate::data::stackmap::handed(s.stacks.len() as u64, &mut s.handed);
-    r.packed.push_map(&s.stacks, epoch);
-    s.stacks.empty_keeping(SPILL_KEEP);
+    // Without memory for the process's counters, the thread keeps its
+    // table (and asks again at its next new entry).
+    if r.packed.push_map(&s.stacks, epoch) {
+        crate::data::stackmap::handed(s.stacks.len() as u64, &mut s.handed);
+        s.stacks.empty_keeping(SPILL_KEEP);
+    }
 }
 
 /// The oldest ended state, taken off the queue with its row summed into
