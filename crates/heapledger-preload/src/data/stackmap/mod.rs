@@ -27,6 +27,8 @@ mod packed;
 mod slot;
 mod spill;
 pub use packed::Packed;
+#[cfg(test)]
+pub use packed::REWRITTEN;
 pub use slot::Slot;
 use spill::slack;
 pub use spill::{forked, handed, ENTRIES, HAND_OVERS};

@@ -215,6 +215,13 @@ impl Packed {
     }
 }
 
+#[cfg(test)]
+std::thread_local! {
+    /// Rows this thread's merges wrote again (tests: segments that meet
+    /// no other's move without being written again).
+    pub static REWRITTEN: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
 /// The rows of segments `a` and `b` (each sorted, ids meeting), merged
 /// into new segments at the latest of their peaks.
 fn merge_segs(a: &[Seg], b: &[Seg]) -> Result<Vec<Seg>, ()> {
@@ -249,7 +256,11 @@ fn merge_segs(a: &[Seg], b: &[Seg]) -> Result<Vec<Seg>, ()> {
             _ => break,
         }
     }
-    w.finish().map(|(segs, _)| segs)
+    let (segs, rows) = w.finish()?;
+    #[cfg(test)]
+    REWRITTEN.with(|r| r.set(r.get() + rows));
+    let _ = rows;
+    Ok(segs)
 }
 
 /// Writes rows into segments of at most [`SEG_ROWS`], at one peak.
