@@ -27,7 +27,9 @@ mod packed;
 mod slot;
 mod spill;
 pub use packed::Packed;
+// (Read by tests/packed.rs, not by the library's own tests.)
 #[cfg(test)]
+#[allow(unused_imports)]
 pub use packed::REWRITTEN;
 pub use slot::Slot;
 use spill::slack;
