@@ -189,6 +189,42 @@ fn threads_that_hand_their_counters_over_keep_every_count_exact() {
     assert_eq!(per_thread, expected);
 }
 
+/// A process of one thread hands its table over too, once it holds the
+/// slack (here none, from 64 entries): `shared_stacks one`, the main
+/// thread making thread 0's three rounds over 512 stacks alone. Every
+/// stack's count, bytes and leak, and the shares of the peak, stay exact.
+/// It fails when a process of one thread keeps its whole table (no
+/// hand-over: checked).
+#[test]
+fn one_thread_that_hands_its_counters_over_keeps_every_count_exact() {
+    let dir = Scratch::new("threads-spill-one");
+    let exe = compile_threaded("shared_stacks", &dir);
+    let (store, handed) = recorded_handing_over(&exe, &["one"], 64, "", &dir);
+    assert!(
+        handed >= 8,
+        "the thread handed its table over {handed} times"
+    );
+    let store = &store;
+    let size = |p: u32| 16 + u64::from(p % 61);
+    let (counts, _) = folded(store, "count", &dir);
+    let (bytes, _) = folded(store, "bytes", &dir);
+    let (leaked, _) = folded(store, "leaked", &dir);
+    assert_eq!(counts.len(), 1 << BITS);
+    for p in 0..1u32 << BITS {
+        assert_eq!(counts.get(&p), Some(&ROUNDS), "path {p}");
+        assert_eq!(bytes.get(&p), Some(&(ROUNDS * size(p))), "path {p}");
+        let kept = if p % 7 == 0 { size(p) } else { 0 };
+        assert_eq!(leaked.get(&p).copied().unwrap_or(0), kept, "path {p}");
+    }
+    let (peak, other) = folded(store, "peak", &dir);
+    let report = report_json(store);
+    assert_eq!(
+        Some(peak.values().sum::<u64>() + other),
+        report["peak"]["requested_bytes"].as_u64(),
+        "{report}"
+    );
+}
+
 /// Threads that start and end while others hand their tables over, each
 /// handing over from its first entry (`thread_storm.c`: 4 threads each
 /// start 200 short threads one after another; each short one mallocs 48

@@ -6,11 +6,13 @@
  * 8 t bytes in thread t (0 to THREADS-1) in each round, and frees the
  * block at once, except in the last round where p % 7 == 0: those blocks
  * stay alive at exit. Threads wait for one another before each round, so
- * that they hold the same stacks at the same time. Prints nothing; exits
- * 0. */
+ * that they hold the same stacks at the same time. With the argument
+ * "one", the main thread makes thread 0's rounds alone. Prints nothing;
+ * exits 0. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define BITS 9
 #define ROUNDS 3
@@ -76,7 +78,15 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* "one": the main thread makes one worker's rounds itself, and the
+     * process never has a second thread. */
+    if (argc > 1 && strcmp(argv[1], "one") == 0) {
+        if (pthread_barrier_init(&barrier, NULL, 1) != 0)
+            return 2;
+        worker(0);
+        return 0;
+    }
     pthread_t th[THREADS];
     if (pthread_barrier_init(&barrier, NULL, THREADS) != 0)
         return 2;

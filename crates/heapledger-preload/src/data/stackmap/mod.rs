@@ -352,9 +352,17 @@ impl StackMap {
         if self.counted {
             let all = ENTRIES.fetch_add(1, Ordering::Relaxed) + 1;
             let cfg = crate::base::config::get();
-            if self.vals.len() >= cfg.spill_min
-                && all > stacks::count() as u64 + slack()
-                && !crate::base::sync::single_threaded()
+            // Threads hand their tables over where all of them hold more
+            // than the distinct stacks and the slack; the one thread of a
+            // process of one thread, where its table holds the slack (its
+            // counters are then packed with the process's: about 22 bytes
+            // a stack, not 108; see `spill.rs`).
+            let n = self.vals.len();
+            if n >= cfg.spill_min
+                && match crate::base::sync::single_threaded() {
+                    false => all > stacks::count() as u64 + slack(),
+                    true => n as u64 >= slack(),
+                }
             {
                 self.spill = true;
             }

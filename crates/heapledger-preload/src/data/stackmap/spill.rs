@@ -14,8 +14,12 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// entry, and holds `spill_min` or more, hands its entries to the
 /// process's (`thread::life::spill`), as a thread that ends does: the
 /// entries then stay within the distinct stacks plus the slack. Threads
-/// that meet different stacks, and a program of one thread, never hand
-/// theirs over.
+/// that meet different stacks never hand theirs over. The thread of a
+/// process of one thread hands its table over once it holds the slack:
+/// the process's counters are packed (`packed`), so a program of half a
+/// million stacks keeps 65 536 entries of 104 bytes and 22-byte rows for
+/// the rest (`stacks 1000000 500000`: 117 MB under the recorder before,
+/// 95 after; compileall over the standard library 143 MB, 113 after).
 /// (`base::config`: 65 536 and 4096 unless set.)
 ///
 /// Where the threads' stacks in use outgrow the slack (four threads each
