@@ -284,3 +284,45 @@ fn one_large_table_reads_back_whole() {
     let p = check(&[(t, 3)]);
     assert_eq!(p.rows(), n, "a row a stack");
 }
+
+/// Timing only: `cargo test --release -p heapledger-preload --test packed
+/// -- --ignored --nocapture`. Half a million stacks met twice by one
+/// thread, its table handed over every 65 536 entries.
+#[test]
+#[ignore]
+fn time_hand_overs() {
+    let mut r = Rng(11);
+    let mut maps = Vec::new();
+    let mut m = StackMap::new();
+    for i in 0..1_000_000u64 {
+        let id = if i < 500_000 {
+            i as u32 + 1
+        } else {
+            (r.below(500_000) + 1) as u32
+        };
+        let mut c = m.get(id).unwrap();
+        let size = 16 + r.below(256);
+        c.add_alloc(size, 1, size);
+        if r.below(2) == 0 {
+            c.add_free(size, 1, size);
+            c.add_lifetime(1000 + r.below(100_000), 1, 1000);
+        }
+        if m.len() == 1 << 16 {
+            maps.push((std::mem::take(&mut m), i));
+        }
+    }
+    maps.push((m, 1_000_000));
+    let t = std::time::Instant::now();
+    let mut p = data::stackmap::Packed::new();
+    for (m, e) in &maps {
+        assert!(p.push_map(m, *e));
+    }
+    let el = t.elapsed();
+    println!(
+        "{} pushes, {} rows pushed: {el:?}; {} rows, {} written again",
+        maps.len(),
+        maps.iter().map(|m| m.0.len()).sum::<usize>(),
+        p.rows(),
+        data::stackmap::REWRITTEN.with(|c| c.get())
+    );
+}

@@ -94,12 +94,26 @@ impl Packed {
         if self.runs.try_reserve(1).is_err() {
             return false;
         }
+        // The entries in the order of their ids, fetched ahead: a table's
+        // entries lie in the order they were made, and read in the order
+        // of the ids each missed the cache (a table of 65 536 entries is 7
+        // MB): half the time of a hand-over (`tests/packed.rs`'
+        // `time_hand_overs`: 320 ms, 170 so).
+        let mut order: Vec<(StackId, u32)> = Vec::new();
+        if order.try_reserve_exact(from.len()).is_err() {
+            return false;
+        }
+        order.extend(from.iter_by_id().map(|(id, at)| (id, at as u32)));
         let mut w = SegWriter::new(epoch_now);
-        for (id, at) in from.iter_by_id() {
-            if w.put_full(id, &from.full(at)).is_err() {
+        for (k, &(id, at)) in order.iter().enumerate() {
+            if let Some(&(_, ahead)) = order.get(k + 8) {
+                from.prefetch(ahead as usize);
+            }
+            if w.put_full(id, &from.full(at as usize)).is_err() {
                 return false;
             }
         }
+        drop(order);
         let Ok((segs, rows)) = w.finish() else {
             return false;
         };
