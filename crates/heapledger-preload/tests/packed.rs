@@ -1,87 +1,14 @@
-//! The process's packed counters per stack (`src/data/stackmap/packed.rs`)
+//! The process's packed counters per stack (`src/data/stackmap/packed`)
 //! add up as the threads' tables they were handed, at every peak.
 
 #![allow(dead_code, unused_imports)]
 
 extern crate alloc;
 
-#[path = "../src/data/counters.rs"]
-pub mod counters;
-#[path = "../src/data/histogram.rs"]
-pub mod histogram;
-#[path = "../src/data/level.rs"]
-pub mod level;
-#[path = "../src/data/stackmap/mod.rs"]
-pub mod stackmap;
-#[path = "../src/base/sync.rs"]
-pub mod sync;
+/// Stacks the stand-in stack table holds.
+const STACKS: usize = 1 << 20;
 
-mod base {
-    pub use super::sync;
-    pub mod clock {
-        pub fn ticks() -> u64 {
-            1
-        }
-    }
-    pub mod degrade {
-        pub enum Cause {
-            RecorderMemory,
-        }
-        pub fn stop(_: Cause) {
-            panic!("no memory");
-        }
-    }
-    pub mod config {
-        pub struct Config {
-            pub spill_slack: u64,
-            pub spill_min: usize,
-        }
-        pub fn get() -> &'static Config {
-            &Config {
-                spill_slack: 1 << 16,
-                spill_min: 1 << 12,
-            }
-        }
-    }
-}
-
-mod data {
-    pub use super::{counters, histogram, level, stackmap};
-    /// Shared entries for 64 stacks.
-    pub mod stacks {
-        use std::sync::atomic::{AtomicI64, AtomicU64};
-        pub type StackId = u32;
-        pub struct StackEntry {
-            pub alive: AtomicI64,
-            pub max_alive: AtomicU64,
-        }
-        static ENTRIES: [StackEntry; 1 << 20] = [const {
-            StackEntry {
-                alive: AtomicI64::new(0),
-                max_alive: AtomicU64::new(0),
-            }
-        }; 1 << 20];
-        pub fn entry(id: StackId) -> &'static StackEntry {
-            &ENTRIES[id as usize]
-        }
-        pub fn count() -> u32 {
-            1 << 20
-        }
-    }
-}
-
-use data::counters::{Full, StackMap};
-use heapledger_wire::{MinMaxSum, Totals};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+include!("support/stackmap_env.rs");
 
 impl Rng {
     fn below(&mut self, n: u64) -> u64 {
