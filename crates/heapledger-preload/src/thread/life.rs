@@ -122,11 +122,11 @@ pub fn spill(s: &mut ThreadState) {
     };
     let epoch = counters::peak();
     s.stacks.flush_all();
-    super::kept::spill(s);
     let r = reg.retired.get_or_insert_with(new_retired);
     // Without memory for the process's counters, the thread keeps its
-    // table (and asks again at its next new entry).
+    // table, and its rows with it (and asks again at its next new entry).
     if r.packed.push_map(&s.stacks, epoch) {
+        super::kept::spill(s);
         crate::data::stackmap::handed(s.stacks.len() as u64, &mut s.handed);
         s.stacks.empty_keeping(SPILL_KEEP);
     }
