@@ -54,6 +54,10 @@ pub(crate) struct Dumps {
     /// Snapshots the processes took while they ran (`P.snap.SEQ`), each a
     /// checkpoint with its label, in the order taken.
     pub snapshots: Vec<heapledger_wire::Dump>,
+    /// The files read: removed by the caller once the profiles are
+    /// written, so that a run that cannot make them (out of memory) leaves
+    /// its raw data for `heapledger recover`.
+    pub consumed: Vec<PathBuf>,
 }
 
 /// Bytes of dumps from which they are decoded without what the symbolizer
@@ -73,8 +77,10 @@ pub(crate) fn bytes_in(dir: &Path) -> u64 {
 }
 
 /// Every dump left in `dir` (the started process and its children),
-/// decoded; each file is removed once read, so that an interrupt leaves
-/// nothing behind. `running`: the processes still running when heapledger
+/// decoded. The files read are listed in `Dumps::consumed`, for the caller
+/// to remove once its profiles are written (a second interrupt removes
+/// them too: `output::raw_files`); files that hold nothing to read are
+/// removed here. `running`: the processes still running when heapledger
 /// stopped waiting.
 ///
 /// A process that could not write its dump at its end (killed by SIGKILL
@@ -84,6 +90,7 @@ pub(crate) fn bytes_in(dir: &Path) -> u64 {
 /// with `exec` is left out, as that image's dump would be.
 pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
     let mut dumps = Vec::new();
+    let mut consumed = Vec::new();
     let mut unreadable = false;
     let mut empty = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir)?
@@ -137,14 +144,18 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
     }
     for path in files {
         let before = dumps.len();
-        let mut one = |dumps: &mut Vec<heapledger_wire::Dump>| -> Result<()> {
+        let mut one = |dumps: &mut Vec<heapledger_wire::Dump>,
+                       consumed: &mut Vec<PathBuf>|
+         -> Result<()> {
             let checkpoint = checkpoints.remove(&path);
+            if let Some(c) = &checkpoint {
+                consumed.push(c.clone());
+            }
             let read_checkpoint = |dumps: &mut Vec<heapledger_wire::Dump>| -> bool {
                 let Some(c) = &checkpoint else { return false };
                 let last_image =
                     dump_pid(&path).is_none_or(|pid| latest.get(&pid) == Some(&image(&path)));
                 let read = decode_file(c);
-                let _ = std::fs::remove_file(c);
                 match read {
                     Ok(d) if last_image => {
                         dumps.push(d);
@@ -177,7 +188,7 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
             }
             let file = std::fs::File::open(&path)?;
             let len = file.metadata()?.len();
-            let _ = std::fs::remove_file(&path);
+            consumed.push(path.clone());
             if len == 0 {
                 // Created as the process started recording, never written: it
                 // replaced itself with exec (its new image has a file of its
@@ -188,12 +199,7 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
             }
             // Read a window at a time, never held whole (see `decode_read`).
             match heapledger_wire::decode_read(file, len) {
-                Ok(d) => {
-                    dumps.push(d);
-                    if let Some(c) = &checkpoint {
-                        let _ = std::fs::remove_file(c);
-                    }
-                }
+                Ok(d) => dumps.push(d),
                 Err(heapledger_wire::DecodeError::Truncated)
                     if dump_pid(&path).is_some_and(|p| running.contains(&p)) =>
                 {
@@ -214,22 +220,20 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
             }
             Ok(())
         };
-        one(&mut dumps)?;
+        one(&mut dumps, &mut consumed)?;
         // The series of the process's checkpoints, up to the one read.
         if let Some(s) = series.remove(&path) {
             let bytes = match std::fs::symlink_metadata(&s) {
                 Ok(m) if m.file_type().is_file() => std::fs::read(&s).unwrap_or_default(),
                 _ => Vec::new(),
             };
-            let _ = std::fs::remove_file(&s);
+            consumed.push(s);
             if let Some(d) = dumps[before..].first_mut() {
                 d.series = bytes;
             }
         }
     }
-    for (_, s) in series {
-        let _ = std::fs::remove_file(s);
-    }
+    consumed.extend(series.into_values());
     let mut snapshots = Vec::new();
     for path in snapshot_files {
         let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
@@ -238,12 +242,12 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
         } else {
             heapledger_wire::decode(&[])
         };
-        let _ = std::fs::remove_file(&path);
         match read {
             Ok(d) if d.snapshot.is_some() => snapshots.push(d),
             Ok(_) => eprintln!("heapledger: skipping {}: not a snapshot", path.display()),
             Err(e) => eprintln!("heapledger: skipping {}: {e}", path.display()),
         }
+        consumed.push(path);
     }
     snapshots.sort_by_key(|d| (d.pid, d.checkpoint.map_or(0, |c| c.seq)));
     Ok(Dumps {
@@ -251,7 +255,15 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
         unreadable,
         empty,
         snapshots,
+        consumed,
     })
+}
+
+/// Removes the files `read_dumps` read, once their profiles are written.
+pub(crate) fn remove_consumed(files: &[PathBuf]) {
+    for f in files {
+        let _ = std::fs::remove_file(f);
+    }
 }
 
 /// The pid a dump's file name (`PID.hlraw`, `PID.N.hlraw`) carries.

@@ -12,7 +12,7 @@
 //! convert   live           raw dumps into profiles; stacks seen while it runs
 //! output                   where profiles go, written whole or not at all
 //! dumps                    the raw data's directory, and reading it
-//! options preload maps date prefault series   leaves
+//! options preload maps date prefault series fatal   leaves
 //! ```
 
 pub mod check;
@@ -23,6 +23,7 @@ pub mod date;
 pub mod diff;
 pub mod dumps;
 pub mod export;
+pub mod fatal;
 pub mod leaks;
 pub mod live;
 pub mod maps;

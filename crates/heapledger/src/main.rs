@@ -3,7 +3,13 @@
 
 use std::process::ExitCode;
 
+/// A failed allocation ends heapledger with one line, keeping a run's raw
+/// data and the program's exit code (`heapledger::fatal`).
+#[global_allocator]
+static ALLOC: heapledger::fatal::Guarded = heapledger::fatal::Guarded;
+
 fn main() -> ExitCode {
+    heapledger::fatal::install_panic_hook();
     match heapledger::cli::main() {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -14,7 +14,7 @@ use std::ffi::CString;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Checks, before the program runs, that a profile can be written at
@@ -140,10 +140,9 @@ pub fn write_whole_with(
     let tmp_c = CString::new(tmp.as_os_str().as_bytes()).ok();
     // Never freed: a handler on another thread may be reading it (a few
     // hundred bytes for each file written).
-    WRITING.store(
-        tmp_c.map_or(std::ptr::null_mut(), CString::into_raw),
-        Ordering::SeqCst,
-    );
+    let tmp_c = tmp_c.map_or(std::ptr::null_mut(), CString::into_raw);
+    WRITING.store(tmp_c, Ordering::SeqCst);
+    crate::fatal::writing(tmp_c);
     let result = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -168,6 +167,7 @@ pub fn write_whole_with(
     // Copied or failed: the temporary file goes.
     let _ = std::fs::remove_file(&tmp);
     WRITING.store(std::ptr::null_mut(), Ordering::SeqCst);
+    crate::fatal::writing(std::ptr::null_mut());
     result
 }
 
@@ -248,6 +248,9 @@ fn has_other_names(path: &Path) -> bool {
 static WRITING: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 /// The raw data's directory, for the handler: emptied as the dumps are read.
 static RAW_DIR: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+/// `raw_files`' paths (leaked), and how many.
+static RAW_FILES: AtomicPtr<*mut libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+static RAW_FILES_LEN: AtomicUsize = AtomicUsize::new(0);
 /// What the handler says on a first and on a second interrupt.
 static FIRST_WORD: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 static SECOND_WORD: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
@@ -298,8 +301,24 @@ pub fn finish_on_interrupt(out: Option<&Path>, raw_dir: &Path) {
     }
 }
 
+/// The raw data's files that were read (`dumps::read_dumps`), which a
+/// second interrupt removes with their directory. Set once per run.
+pub fn raw_files(files: &[PathBuf]) {
+    let paths: Vec<*mut libc::c_char> = files
+        .iter()
+        .filter_map(|f| CString::new(f.as_os_str().as_bytes()).ok())
+        .map(CString::into_raw)
+        .collect();
+    // Never freed, as the handler may read them at any time.
+    let paths = paths.leak();
+    RAW_FILES_LEN.store(0, Ordering::SeqCst);
+    RAW_FILES.store(paths.as_mut_ptr(), Ordering::SeqCst);
+    RAW_FILES_LEN.store(paths.len(), Ordering::SeqCst);
+}
+
 /// The main profile is in place: a second interrupt no longer loses it.
 pub fn main_written(out: &Path) {
+    crate::fatal::profile_written();
     SECOND_WORD.store(
         leak_c(format!(
             "heapledger: interrupted again: stopped; the profile {} is whole, child profiles may be missing\n",
@@ -335,6 +354,12 @@ extern "C" fn while_writing(sig: libc::c_int) {
     unsafe {
         if !tmp.is_null() {
             libc::unlink(tmp);
+        }
+        let files = RAW_FILES.load(Ordering::SeqCst);
+        if !files.is_null() {
+            for i in 0..RAW_FILES_LEN.load(Ordering::SeqCst) {
+                libc::unlink(*files.add(i));
+            }
         }
         if !raw.is_null() {
             libc::rmdir(raw);

@@ -155,6 +155,9 @@ pub fn recover(out_dir: &Path) -> Result<u8> {
             crate::output::write_store(&profiles, &path)?;
             eprintln!("heapledger: profile written to {}", path.display());
         }
+        // Only now: a recovery that fails (out of memory) leaves the data
+        // for the next one.
+        crate::dumps::remove_consumed(&read.consumed);
         if std::fs::remove_dir(&l.dir).is_ok() {
             eprintln!("heapledger: removed {}", l.dir.display());
         } else {

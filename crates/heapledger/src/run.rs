@@ -430,6 +430,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         Err(e) => bail!("cannot run {}: {e}", o.program.to_string_lossy()),
     };
     let pid = child.id();
+    crate::fatal::program_started(pid);
     phases.mark("start");
     let converter = crate::symbolizer::Converter::start(pid);
     set_signals(Some(pid));
@@ -446,6 +447,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             return Err(e).context("waiting for the program");
         }
     };
+    crate::fatal::program_ended(shell_code(status));
     phases.mark("program");
     let still_running = if reaper {
         wait_descendants(o.wait_children)
@@ -481,6 +483,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         unreadable,
         empty,
         snapshots,
+        consumed,
     } = {
         let dir = dir.clone();
         converter
@@ -496,6 +499,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             })
             .wait()??
     };
+    crate::output::raw_files(&consumed);
     phases.mark("read");
     let main_pos = dumps.iter().position(|d| d.pid == pid);
     let Some(main_pos) = main_pos else {
@@ -657,7 +661,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     converter.drop_there((job, profiles));
     drop(converter);
     if failed {
-        return Ok(if code == 0 { 1 } else { code });
+        return Ok(crate::fatal::code_without_profile(code));
     }
     Ok(code)
 }

@@ -133,3 +133,128 @@ fn a_program_out_of_address_space_runs_as_alone_and_the_profile_says_recording_d
         assert!(line.contains("after that not recorded"), "{line}");
     }
 }
+
+/// Blocks `run_out_of_memory` keeps: about 24 MB of records for
+/// heapledger to decode, far past its limit.
+const RUN_OOM_BLOCKS: u64 = 1_000_000;
+
+/// heapledger itself out of memory: its address space is limited once the
+/// program runs (`prlimit` on heapledger's process alone, its growth
+/// through one malloc arena), and the program then leaves a million
+/// blocks to convert. One line says so; heapledger exits with the
+/// program's code; there is no file at the output path, nor a temporary
+/// one; the raw data stays, and `heapledger recover`, with memory, makes
+/// the profile from it, every block there. Before, heapledger died of
+/// SIGABRT ("memory allocation of N bytes failed" and a backtrace, exit
+/// 134), and the dumps it had read were already gone.
+#[test]
+fn heapledger_out_of_memory_says_so_keeps_the_exit_code_and_the_raw_data() {
+    let dir = Scratch::new("run-oom");
+    let exe = dir.join("run_out_of_memory");
+    compile("cc", &["run_out_of_memory.c"], SITE_FLAGS, &exe);
+    let tmpdir = dir.join("tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let go = dir.join("go");
+    let out = dir.join("p.sqlite");
+    let child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg(&go)
+        .arg(RUN_OOM_BLOCKS.to_string())
+        .env("TMPDIR", &tmpdir)
+        .env("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot run heapledger");
+    let raw_files = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&tmpdir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+            .map(|f| f.path())
+            .collect()
+    };
+    // The program has started recording (its dump file exists).
+    let started = std::time::Instant::now();
+    while raw_files().is_empty() {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the program did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let vm_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmSize");
+    let limit = libc::rlimit {
+        rlim_cur: (vm_kb + 1024) * 1024,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: lowers the limit of the test's own child.
+    let r = unsafe {
+        libc::prlimit(
+            child.id() as libc::pid_t,
+            libc::RLIMIT_AS,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
+    std::fs::write(&go, "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "the program's exit code: {stderr}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("allocated {RUN_OOM_BLOCKS}\n")
+    );
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with("heapledger: out of memory (an allocation of ")
+            && stderr.contains("`heapledger recover`"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "a profile at the output path");
+    let partial: Vec<_> = std::fs::read_dir(dir.join(""))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(partial.is_empty(), "a temporary file is left: {partial:?}");
+    assert!(!raw_files().is_empty(), "the raw data is gone");
+
+    let recovered = dir.join("recovered");
+    std::fs::create_dir(&recovered).unwrap();
+    let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("recover")
+        .arg("-o")
+        .arg(&recovered)
+        .env("TMPDIR", &tmpdir)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let stores: Vec<_> = std::fs::read_dir(&recovered)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    let json = dir.join("recovered.json");
+    export_malt(&stores[0], None, &json);
+    let p = read_profile(&json);
+    let s = site(&p, "block", site_line("run_out_of_memory.c", "block"));
+    assert_eq!(s.alloc.count, RUN_OOM_BLOCKS, "{s:?}");
+    assert_eq!(s.alive_req, 24 * RUN_OOM_BLOCKS as i64, "{s:?}");
+    assert!(raw_files().is_empty(), "recover left raw data");
+}

@@ -205,7 +205,7 @@ fn run_ok<S: AsRef<OsStr>>(stack: &str, out: &Path, program: &Path, args: &[S]) 
 
 /// `heapledger export --format malt [--pid PID] -o out store`, which must
 /// exit 0.
-fn export_malt(store: &Path, pid: Option<u32>, out: &Path) {
+pub fn export_malt(store: &Path, pid: Option<u32>, out: &Path) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_heapledger"));
     c.args(["export", "--format", "malt"]);
     if let Some(pid) = pid {
@@ -225,7 +225,7 @@ fn export_malt(store: &Path, pid: Option<u32>, out: &Path) {
     );
 }
 
-fn read_profile(out: &Path) -> Profile {
+pub fn read_profile(out: &Path) -> Profile {
     Profile::from_path(out).unwrap_or_else(|e| panic!("{}: {e}", out.display()))
 }
 
