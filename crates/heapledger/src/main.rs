@@ -8,9 +8,27 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOC: heapledger::fatal::Guarded = heapledger::fatal::Guarded;
 
+/// heapledger's own stack: the command runs on a thread with this much,
+/// whatever `ulimit -s` gives the main thread (the limit the program
+/// inherits, unchanged). Under 64 KiB, the main thread's stack overflowed
+/// before the program ran.
+const STACK: usize = 8 << 20;
+
 fn main() -> ExitCode {
     heapledger::fatal::install_panic_hook();
-    match heapledger::cli::main() {
+    let result = match std::thread::Builder::new()
+        .name("heapledger".into())
+        .stack_size(STACK)
+        .spawn(heapledger::cli::main)
+    {
+        // (A panic ends the process in the hook: join has no panic to see.)
+        Ok(command) => command
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("internal error"))),
+        // No memory for a thread: on this one.
+        Err(_) => heapledger::cli::main(),
+    };
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // Output cut short by a closed pipe (`heapledger tree ... | head`)

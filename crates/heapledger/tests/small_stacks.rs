@@ -36,3 +36,40 @@ fn little_stack_left_is_enough() {
     let p = Profile::from_path(&out).expect("the profile written on the small stack");
     assert_eq!(site(&p, "leaf", line).alloc.count, 100);
 }
+
+/// heapledger under `ulimit -s 64` (a 64 KiB stack for the main thread,
+/// which the program inherits): it runs on a stack of its own, so the
+/// program runs as it would alone and the profile is written. Before,
+/// heapledger's main thread overflowed its stack and aborted.
+#[test]
+fn heapledger_runs_under_a_small_stack_limit() {
+    use std::os::unix::process::CommandExt;
+    let dir = Scratch::new("ulimit-s");
+    let exe = compile_threaded("small_stacks", &dir);
+    let out = dir.join("p.sqlite");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"));
+    cmd.args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg("exit");
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let small = libc::rlimit {
+                rlim_cur: 64 << 10,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            if libc::setrlimit(libc::RLIMIT_STACK, &small) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    let json = dir.join("p.json");
+    export_malt(&out, None, &json);
+    let p = read_profile(&json);
+    assert_eq!(site(&p, "leaf", site_line(SRC, "leaf")).alloc.count, 100);
+}
