@@ -193,9 +193,24 @@ fn heapledger_out_of_memory_says_so_keeps_the_exit_code_and_the_raw_data() {
         .find_map(|l| l.strip_prefix("VmSize:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmSize");
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads the limit of the test's own child.
+    let r = unsafe {
+        libc::prlimit(
+            child.id() as libc::pid_t,
+            libc::RLIMIT_AS,
+            std::ptr::null(),
+            &mut old,
+        )
+    };
+    assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
+    // The soft limit only, lowered (no privilege needed).
     let limit = libc::rlimit {
-        rlim_cur: (vm_kb + 1024) * 1024,
-        rlim_max: libc::RLIM_INFINITY,
+        rlim_cur: ((vm_kb + 1024) * 1024).min(old.rlim_max),
+        rlim_max: old.rlim_max,
     };
     // SAFETY: lowers the limit of the test's own child.
     let r = unsafe {
