@@ -129,9 +129,25 @@ pub fn install_panic_hook() {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        let line = format!("internal error: {what}{at}").replace(['\n', '\r'], " ");
+        // A thread that cannot start (std's `thread::spawn` panics) is a
+        // lack of memory or of threads, not a bug.
+        let line = match what.strip_prefix("failed to spawn thread") {
+            Some(why) => format!("cannot start a thread{}", os_message(why)),
+            None => format!("internal error: {what}{at}"),
+        }
+        .replace(['\n', '\r'], " ");
         end(line.as_bytes());
     }));
+}
+
+/// ` (the system's message)` from the `Debug` of an `io::Error`, as
+/// `expect` shows it (`: Os { code: 11, kind: WouldBlock, message: "..." }`).
+fn os_message(debug: &str) -> String {
+    debug
+        .split_once("message: \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(m, _)| format!(" ({m})"))
+        .unwrap_or_default()
 }
 
 /// A failed allocation of `size` bytes: ends the process (see the top).
@@ -309,6 +325,17 @@ mod tests {
         let mut long = Buf::new();
         long.push(&[b'x'; 600]);
         assert_eq!(long.as_bytes().len(), 512);
+    }
+
+    #[test]
+    fn a_thread_that_cannot_start_is_said_in_the_systems_words() {
+        assert_eq!(
+            os_message(
+                r#": Os { code: 11, kind: WouldBlock, message: "Resource temporarily unavailable" }"#
+            ),
+            " (Resource temporarily unavailable)"
+        );
+        assert_eq!(os_message(""), "");
     }
 
     #[test]
