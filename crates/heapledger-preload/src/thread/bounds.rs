@@ -70,12 +70,21 @@ pub(super) fn use_top(hi: u64) -> u64 {
 
 /// This thread's stack as far as it may grow (the main thread's, down to
 /// its size limit), for `side.rs`; (0, 0) if unknown.
+///
+/// The main thread's limit counts from the top of its stack's mapping,
+/// above the arguments, the environment and the auxiliary vector (tens of
+/// KiB where the environment is large), not from `__libc_stack_end`.
 pub fn room_bounds() -> (u64, u64) {
     // SAFETY: system calls with no preconditions; `__libc_stack_end` is
     // set by ld.so before any code runs.
     unsafe {
         if libc::getpid() == libc::gettid() {
-            let hi = (__libc_stack_end as u64 + 4095) & !4095;
+            let end = __libc_stack_end as u64;
+            let _e = crate::base::sync::ErrnoGuard::new();
+            let hi = maps::mapping_of(end)
+                .map(|(_, top)| top)
+                .filter(|&top| top > end)
+                .unwrap_or((end + 4095) & !4095);
             let mut r: libc::rlimit = core::mem::zeroed();
             let limit = if libc::getrlimit(libc::RLIMIT_STACK, &mut r) == 0 {
                 r.rlim_cur.min(1 << 30)

@@ -238,7 +238,7 @@ fn open_lean(t: &Tls, left: i64) {
 #[cold]
 pub(super) fn create(t: &Tls) -> *mut ThreadState {
     let _e = sync::ErrnoGuard::new();
-    let s = new_state();
+    let s = side::with_room(side::STATE_NEED, new_state);
     t.state.set(s);
     // SAFETY: just created, ours.
     let st = unsafe { &mut *s };

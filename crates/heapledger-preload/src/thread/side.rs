@@ -67,6 +67,45 @@ pub fn roomy<R>(f: impl FnOnce(&Tls) -> R) -> R {
     }
 }
 
+/// Stack that making a thread's state takes: the state and the unwinder's
+/// caches are built on the stack before they are moved to the recorder's
+/// memory (framehop's `gimli::UnwindContext` alone is about 30 KiB), more
+/// than a hook's `NEED` in a test build. Under `ulimit -s 64` the main
+/// thread made its state in place and died of SIGSEGV in one run in two.
+pub const STATE_NEED: u64 = 128 << 10;
+
+/// Runs `f`, a cold path that needs up to `need` bytes of stack, in place
+/// where this thread's stack has that much below the stack pointer (or a
+/// frame of this thread is on its side stack already), and otherwise on
+/// its side stack (in place where none can be made).
+pub fn with_room<R>(need: u64, f: impl FnOnce() -> R) -> R {
+    let t = tls::tls();
+    let (floor, span) = (t.stack_floor.get(), t.stack_span.get() as u64);
+    let above = stack_pointer().wrapping_sub(floor);
+    // The floor lies `NEED` above the lowest address the stack may reach.
+    let room = if span != 0 && above <= span {
+        above + NEED
+    } else {
+        0
+    };
+    if room >= need || t.side_busy.get() {
+        return f();
+    }
+    let top = match t.side_top.get() {
+        0 => map_side(t),
+        top => top,
+    };
+    if top == 0 {
+        return f();
+    }
+    t.side_busy.set(true);
+    // SAFETY: `top` is the top of this thread's side stack, unused: no
+    // frame of this thread runs on it (`side_busy`, checked above).
+    let r = unsafe { call_on(top, f) };
+    t.side_busy.set(false);
+    r
+}
+
 /// `roomy` for writing the profile, which needs more stack than a hook and
 /// may run where a hook would only forward (inside the recorder, after the
 /// thread's state was retired): `exit` called from a thread with a small
