@@ -26,7 +26,7 @@ fn main() -> ExitCode {
             .join()
             .unwrap_or_else(|_| Err(anyhow::anyhow!("internal error"))),
         // No memory for a thread: on this one.
-        Err(_) => heapledger::cli::main(),
+        Err(_) => in_place(),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -43,6 +43,13 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The command on the main thread. Not inlined: inlined, every command's
+/// frame became `main`'s, which then overflowed a 32 KiB stack on entry.
+#[inline(never)]
+fn in_place() -> anyhow::Result<u8> {
+    heapledger::cli::main()
 }
 
 /// The error and its causes on one line, leaving out a cause whose text the
