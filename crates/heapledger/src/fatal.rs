@@ -110,6 +110,11 @@ pub fn profile_written() {
     WRITTEN.store(true, Ordering::SeqCst);
 }
 
+/// Whether the main profile is in place.
+pub fn profile_was_written() -> bool {
+    WRITTEN.load(Ordering::SeqCst)
+}
+
 /// A profile is being written to `tmp` (None: no longer). `tmp` must stay
 /// valid until replaced.
 pub fn writing(tmp: *mut libc::c_char) {

@@ -15,10 +15,13 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-struct RemoveOnDrop(PathBuf);
+/// The raw data's directory, removed as `run` returns unless kept.
+struct RemoveOnDrop(PathBuf, bool);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !self.1 {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -364,7 +367,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     let lib = find_preload()?;
     crate::output::check_writable(o.output.as_deref())?;
     let dir = temp_dir()?;
-    let _cleanup = RemoveOnDrop(dir.clone());
+    let mut cleanup = RemoveOnDrop(dir.clone(), false);
     let mut preload = lib.into_os_string();
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
         preload.push(":");
@@ -606,7 +609,15 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         eprint!("{summary}");
     }
     if let Some(e) = &write_error {
-        eprintln!("heapledger: {e:#}");
+        // Without the profile, its raw data stays for `heapledger recover`
+        // (written elsewhere, or once there is room), as where heapledger
+        // runs out of memory (`fatal`).
+        if crate::fatal::profile_was_written() {
+            eprintln!("heapledger: {e:#}");
+        } else {
+            cleanup.1 = true;
+            eprintln!("heapledger: {e:#}; the raw data is kept: `heapledger recover -o DIR` makes the profile");
+        }
     }
     // The summary says so too; without it, one line.
     let unhooked = profile

@@ -119,7 +119,8 @@ fn two_interrupts_while_writing_leave_no_file() {
 
 /// A disk that fills while the profile is written: no file at the output
 /// path (nor a temporary one), one line naming it, a non-zero exit; the
-/// program ran to its end. Needs a tmpfs of 8 KB, mounted in a
+/// program ran to its end; the raw data is kept, and `heapledger recover`
+/// writes the profile elsewhere. Needs a tmpfs of 8 KB, mounted in a
 /// mount namespace of the test's own (root); skipped where that cannot be.
 #[test]
 fn a_full_disk_leaves_no_truncated_profile() {
@@ -131,11 +132,14 @@ fn a_full_disk_leaves_no_truncated_profile() {
     std::fs::create_dir(&small).unwrap();
     let out = small.join("p.json");
     let marker = tmp.join("marker");
+    let raw = tmp.join("raw");
+    std::fs::create_dir(&raw).unwrap();
     let script = format!(
         "mount -t tmpfs -o size=8k tmpfs '{small}' || exit 99; \
-         '{hl}' run -q --no-follow -o '{out}' -- sh -c \"'{exe}' 12 && touch '{marker}'\"; code=$?; \
+         TMPDIR='{raw}' '{hl}' run -q --no-follow -o '{out}' -- sh -c \"'{exe}' 12 && touch '{marker}'\"; code=$?; \
          ls -A '{small}'; exit $code",
         small = small.display(),
+        raw = raw.display(),
         hl = heapledger().display(),
         out = out.display(),
         exe = exe.display(),
@@ -159,12 +163,31 @@ fn a_full_disk_leaves_no_truncated_profile() {
     let lines = o.stderr_lines();
     assert_eq!(lines.len(), 1, "{}", o.stderr);
     assert!(
-        lines[0].contains(&out.display().to_string()) && lines[0].contains("No space left"),
+        lines[0].contains(&out.display().to_string())
+            && lines[0].contains("No space left")
+            && lines[0].contains("the raw data is kept: `heapledger recover"),
         "{}",
         lines[0]
     );
     // What `ls -A` saw on the small file system before it went away.
     assert_eq!(o.stdout, "", "files left on the full disk");
+    // The raw data, made into the profile where there is room.
+    let recovered = tmp.join("recovered");
+    std::fs::create_dir(&recovered).unwrap();
+    let r = std::process::Command::new(heapledger())
+        .arg("recover")
+        .arg("-o")
+        .arg(&recovered)
+        .env("TMPDIR", &raw)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let made: Vec<_> = std::fs::read_dir(&recovered).unwrap().flatten().collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(
+        std::fs::read_dir(&raw).unwrap().next().is_none(),
+        "recover left raw data"
+    );
 }
 
 /// `env -i` (or clearenv and exec) runs the final program without the
