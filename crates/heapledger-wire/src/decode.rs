@@ -280,7 +280,7 @@ impl fmt::Display for DecodeError {
         match self {
             DecodeError::NotADump => write!(f, "not a heapledger dump"),
             DecodeError::Truncated => {
-                write!(f, "dump is truncated (the process died while writing it)")
+                write!(f, "dump is truncated (the process died while writing it, or could not write it whole)")
             }
             DecodeError::UnsupportedVersion(v) => write!(
                 f,

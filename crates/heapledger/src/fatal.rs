@@ -17,7 +17,9 @@
 //! for it to end first. Other commands exit with 2, as for any error.
 //!
 //! The OOM killer's SIGKILL cannot be answered from inside; the raw data
-//! stays behind then too, and the next `run` names it.
+//! stays behind then too, and the next `run` names it. A write past the
+//! file size limit is an error like any other
+//! (`file_size_limit_fails_writes`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
@@ -119,6 +121,25 @@ pub fn profile_was_written() -> bool {
 /// valid until replaced.
 pub fn writing(tmp: *mut libc::c_char) {
     PARTIAL.store(tmp, Ordering::SeqCst);
+}
+
+/// A write past the file size limit (`ulimit -f`) fails with `EFBIG`,
+/// which is reported in one line with the partial file removed, instead of
+/// SIGXFSZ ending heapledger (exit 153) and leaving the temporary profile
+/// file behind. A handler that does nothing, rather than ignoring the
+/// signal: the programs heapledger starts get the default action back with
+/// `exec`, as they would alone.
+pub fn file_size_limit_fails_writes() {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: a handler that does nothing is async-signal-safe; the
+    // sigaction struct is zeroed, then filled.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGXFSZ, &sa, std::ptr::null_mut());
+    }
 }
 
 /// Prints the panic as one line, then ends as for a lack of memory.

@@ -16,6 +16,7 @@ const STACK: usize = 8 << 20;
 
 fn main() -> ExitCode {
     heapledger::fatal::install_panic_hook();
+    heapledger::fatal::file_size_limit_fails_writes();
     let result = match std::thread::Builder::new()
         .name("heapledger".into())
         .stack_size(STACK)

@@ -662,7 +662,9 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         }
         // Last, and only after a run that went well: where a run fails,
         // the one line that says why stays the only one.
-        crate::recover::mention_leftovers();
+        if !failed {
+            crate::recover::mention_leftovers();
+        }
     }
     // Only now, as heapledger is about to exit: freeing the dumps, the profile
     // and the parsed debug information takes tens of milliseconds, which

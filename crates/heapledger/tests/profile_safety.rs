@@ -296,3 +296,91 @@ fn an_interrupted_runs_data_is_found_and_recovered() {
     assert!(!left.exists(), "the raw data is still there");
     assert!(o.stderr.contains("removed"), "{}", o.stderr);
 }
+
+/// `heapledger run` with a file size limit (`ulimit -f`, which the program
+/// inherits): `(exit code, stderr, files left in the output folder, raw
+/// data directories kept)`.
+fn under_file_size_limit(
+    tmp: &TempDir,
+    limit: u64,
+    depth: &str,
+) -> (Option<i32>, String, Vec<String>, usize) {
+    use std::os::unix::process::CommandExt;
+    let exe = compile("many_stacks.c", tmp.path(), &["-O0"]);
+    let out_dir = tmp.join(format!("out-{limit}"));
+    std::fs::create_dir(&out_dir).unwrap();
+    let raw = tmp.join(format!("raw-{limit}"));
+    std::fs::create_dir(&raw).unwrap();
+    let mut cmd = Command::new(heapledger());
+    cmd.args(["run", "-q", "-o"])
+        .arg(out_dir.join("p.sqlite"))
+        .arg("--")
+        .arg(&exe)
+        .arg(depth)
+        .env("TMPDIR", &raw);
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let small = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &small) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let o = cmd.output().unwrap();
+    let left: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let kept = std::fs::read_dir(&raw).unwrap().count();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        left,
+        kept,
+    )
+}
+
+/// A file size limit never ends the program nor heapledger with SIGXFSZ
+/// (alone, the program exits 0; before, both died of it, exit 153, and
+/// heapledger left its temporary file). Where the program's raw data
+/// passes the limit (2^14 stacks, 630 KB against 256 KB), the recorder
+/// says so and the program ends as alone; heapledger then has no profile
+/// (exit 1). Where only the profile passes it (2^10 stacks: 45 KB of raw
+/// data, a 147 KB store, a 100 KB limit), one line says so, the raw data
+/// is kept, and no file is left.
+#[test]
+fn a_file_size_limit_fails_writes_without_killing_anything() {
+    let tmp = TempDir::new("ulimit-f");
+    let (code, stderr, left, _) = under_file_size_limit(&tmp, 256 << 10, "14");
+    assert_no_panic_text(&stderr);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("file too large"), "{stderr}");
+    assert!(stderr.contains("no readable profile data"), "{stderr}");
+    assert!(left.is_empty(), "{left:?}");
+
+    let (code, stderr, left, kept) = under_file_size_limit(&tmp, 100 << 10, "10");
+    assert_no_panic_text(&stderr);
+    assert_eq!(code, Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("heapledger: cannot write the profile to ")
+            && lines[0].contains("the raw data is kept"),
+        "{stderr}"
+    );
+    assert!(left.is_empty(), "files left: {left:?}");
+    assert_eq!(kept, 1, "the raw data");
+}
+
+fn assert_no_panic_text(stderr: &str) {
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("internal error"),
+        "{stderr}"
+    );
+}

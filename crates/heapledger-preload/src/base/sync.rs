@@ -311,3 +311,70 @@ impl Drop for ErrnoGuard {
         unsafe { *libc::__errno_location() = self.0 };
     }
 }
+
+/// While alive, `SIGXFSZ` is held on this thread, and one that came
+/// meanwhile is discarded when dropped: a write of the recorder's past the
+/// file size limit (`ulimit -f`) then fails with `EFBIG`, which the
+/// recorder reports, instead of ending the program. (The kernel sends the
+/// signal to the writing thread; its default action ended the program with
+/// exit 153 where alone it exited 0.) A `SIGXFSZ` pending before is left
+/// alone. Only system calls, in a signal handler too.
+pub struct HoldXfsz {
+    old: libc::sigset_t,
+    was_pending: bool,
+}
+
+impl HoldXfsz {
+    pub fn new() -> Self {
+        // SAFETY: the sets are initialized by sigemptyset before use;
+        // sigprocmask and sigpending only read and write them.
+        unsafe {
+            let mut set: libc::sigset_t = core::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGXFSZ);
+            let mut old: libc::sigset_t = core::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            HoldXfsz {
+                old,
+                was_pending: xfsz_pending(),
+            }
+        }
+    }
+}
+
+impl Default for HoldXfsz {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Whether `SIGXFSZ` is pending for this thread or the process.
+fn xfsz_pending() -> bool {
+    // SAFETY: as in `HoldXfsz::new`.
+    unsafe {
+        let mut pending: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut pending);
+        libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGXFSZ) == 1
+    }
+}
+
+impl Drop for HoldXfsz {
+    fn drop(&mut self) {
+        let _e = ErrnoGuard::new();
+        // SAFETY: as in `HoldXfsz::new`; sigtimedwait with a zero timeout
+        // takes the pending signal without waiting.
+        unsafe {
+            if !self.was_pending && xfsz_pending() {
+                let mut set: libc::sigset_t = core::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGXFSZ);
+                let zero = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                libc::sigtimedwait(&set, core::ptr::null_mut(), &zero);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, core::ptr::null_mut());
+        }
+    }
+}

@@ -85,6 +85,9 @@ fn write_here(why: &str) {
         Reserved::None => open_dump(),
     };
     if let Some((fd, path)) = file {
+        // Past `ulimit -f`, the write fails (and is reported) rather than
+        // ending the program.
+        let _xfsz = sync::HoldXfsz::new();
         let mut e = Encoder::new(FileSink {
             fd,
             buf: Vec::with_capacity(SINK_BUF),
