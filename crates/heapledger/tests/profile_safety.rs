@@ -318,13 +318,16 @@ fn under_file_size_limit(
         .arg(&exe)
         .arg(depth)
         .env("TMPDIR", &raw);
-    // SAFETY: only setrlimit between fork and exec.
+    // SAFETY: only getrlimit and setrlimit between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            let small = libc::rlimit {
-                rlim_cur: limit,
-                rlim_max: libc::RLIM_INFINITY,
-            };
+            // The soft limit lowered, the hard one kept (no privilege
+            // needed).
+            let mut small: libc::rlimit = std::mem::zeroed();
+            if libc::getrlimit(libc::RLIMIT_FSIZE, &mut small) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            small.rlim_cur = (limit).min(small.rlim_max);
             if libc::setrlimit(libc::RLIMIT_FSIZE, &small) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
