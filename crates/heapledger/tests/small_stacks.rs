@@ -51,11 +51,17 @@ fn heapledger_runs_under_a_small_stack_limit() {
     let exe = compile_threaded("small_stacks", &dir);
     let out = dir.join("p.sqlite");
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"));
+    // The environment's strings sit on the main thread's stack too: only
+    // what heapledger needs, so that a large one (a CI job's) does not
+    // take the 32 KiB by itself.
     cmd.args(["run", "-q", "-o"])
         .arg(&out)
         .arg("--")
         .arg(&exe)
-        .arg("exit");
+        .arg("exit")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("TMPDIR", std::env::temp_dir());
     // SAFETY: only getrlimit and setrlimit between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
