@@ -91,19 +91,7 @@ pub fn with_room<R>(need: u64, f: impl FnOnce() -> R) -> R {
     if room >= need || t.side_busy.get() {
         return f();
     }
-    let top = match t.side_top.get() {
-        0 => map_side(t),
-        top => top,
-    };
-    if top == 0 {
-        return f();
-    }
-    t.side_busy.set(true);
-    // SAFETY: `top` is the top of this thread's side stack, unused: no
-    // frame of this thread runs on it (`side_busy`, checked above).
-    let r = unsafe { call_on(top, f) };
-    t.side_busy.set(false);
-    r
+    on_side(t, f)
 }
 
 /// `roomy` for writing the profile, which needs more stack than a hook and
@@ -137,18 +125,24 @@ fn elsewhere<R>(t: &Tls, f: impl FnOnce(&Tls) -> R, hook: bool) -> R {
             return f(t);
         }
     }
+    on_side(t, || f(tls::tls()))
+}
+
+/// Runs `f` on this thread's side stack (mapped when first needed), which
+/// no frame of this thread uses (`side_busy` is clear); in place where no
+/// memory for it can be had, as it would run without this.
+fn on_side<R>(t: &Tls, f: impl FnOnce() -> R) -> R {
     let top = match t.side_top.get() {
         0 => map_side(t),
         top => top,
     };
     if top == 0 {
-        // No memory for it: in place, as it would run without this.
-        return f(t);
+        return f();
     }
-    // SAFETY: `top` is the top of this thread's side stack, unused: no
-    // frame of this thread runs on it (`side_busy`, checked above).
     t.side_busy.set(true);
-    let r = unsafe { call_on(top, || f(tls::tls())) };
+    // SAFETY: `top` is the top of this thread's side stack, unused: no
+    // frame of this thread runs on it (`side_busy`, checked by the caller).
+    let r = unsafe { call_on(top, f) };
     t.side_busy.set(false);
     r
 }
