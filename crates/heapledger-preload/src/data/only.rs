@@ -39,14 +39,17 @@ static RUNTIME_N: AtomicU32 = AtomicU32::new(0);
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 pub(crate) static PATTERNS: SpinLock<Vec<String>> = SpinLock::new(Vec::new());
 
-/// The runtime's libraries: the C library and loader, the C++ runtime.
-const RUNTIME_NAMES: [&str; 6] = [
+/// The runtime's libraries: the C library and loader, the C++ runtime, and
+/// heapledger itself (whose C++ entries call `malloc` for an allocator's
+/// own `operator new`, `hooks::cxx`).
+const RUNTIME_NAMES: [&str; 7] = [
     "libc.so",
     "ld-linux",
     "libstdc++.so",
     "libgcc_s.so",
     "libc++.so",
     "libc++abi.so",
+    "libheapledger_preload.so",
 ];
 
 /// Whether `--only-lib` is in force.
@@ -228,5 +231,6 @@ mod tests {
         assert!(is_runtime("/lib/x86_64-linux-gnu/libc.so.6"));
         assert!(is_runtime("/lib64/ld-linux-x86-64.so.2"));
         assert!(!is_runtime("/usr/lib/libcrypto.so.3"));
+        assert!(is_runtime("/opt/h/lib/libheapledger_preload.so"));
     }
 }

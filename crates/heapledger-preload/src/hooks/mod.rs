@@ -14,6 +14,7 @@
 //! - `alloc.rs`: the malloc family's full hooks;
 //! - `release.rs`: a block's release (free, realloc);
 //! - `lean.rs`: `malloc`'s and `free`'s entries and their lean paths;
+//! - `cxx.rs`: C++'s operator new and delete, routed where an allocator defines its own;
 //! - `mmap.rs`: mmap, munmap, mremap;
 //! - `dl.rs`: dlopen, dlclose;
 //! - `pthread.rs`: pthread_getattr_np;
@@ -29,6 +30,7 @@ mod trampoline;
 
 mod alloc;
 mod api;
+mod cxx;
 mod dl;
 mod enter;
 mod enter_exit;
