@@ -359,15 +359,23 @@ fn routed(new: *mut c_void) -> bool {
     }
     // SAFETY: a NUL-terminated path the loader keeps.
     let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    !is_runtime(name)
+}
+
+/// Whether `path` is a C++ runtime's, whose `new` calls `malloc`.
+fn is_runtime(path: &[u8]) -> bool {
     let runtime = [&b"libstdc++.so"[..], b"libc++.so"];
-    !runtime
+    runtime
         .iter()
-        .any(|r| name.windows(r.len()).any(|w| w == *r))
+        .any(|r| path.windows(r.len()).any(|w| w == *r))
 }
 
 /// A loaded object whose own scope (itself and what it needs) defines
 /// `name` other than heapledger, kept loaded: a library `dlopen` loaded
-/// into a local scope, which `RTLD_NEXT` does not search.
+/// into a local scope, which `RTLD_NEXT` does not search. A C++ runtime
+/// first (whose `new` calls `malloc`, as every other runtime's), so that a
+/// plugin's own pool, where one defines `new`, serves only where nothing
+/// else could.
 fn scope_defining(name: &CStr) -> Option<*mut c_void> {
     let mut paths: alloc::vec::Vec<alloc::vec::Vec<u8>> = alloc::vec::Vec::new();
     unsafe extern "C" fn each(
@@ -394,6 +402,7 @@ fn scope_defining(name: &CStr) -> Option<*mut c_void> {
     // SAFETY: the callback only reads the info and pushes to `paths`.
     unsafe { libc::dl_iterate_phdr(Some(each), &mut paths as *mut _ as *mut c_void) };
     let mine = object_of(resolve as *const c_void).map(|o| o.0);
+    paths.sort_by_key(|p| !is_runtime(p));
     let open = real::dlopen()?;
     for p in &paths {
         // SAFETY: a NUL-terminated path of a loaded object; RTLD_NOLOAD
