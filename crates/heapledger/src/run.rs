@@ -530,7 +530,18 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         );
         return Ok(if code == 0 { 1 } else { code });
     };
-    let main = dumps.swap_remove(main_pos);
+    let mut main = dumps.swap_remove(main_pos);
+    if main.cmdline.is_empty() {
+        // The recorder could not read it (a seccomp filter that refuses
+        // `open`, as a sandboxed program's may): the command `run` started.
+        main.cmdline = std::iter::once(&o.program)
+            .chain(&o.args)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        if main.exe.is_empty() {
+            main.exe = o.program.to_string_lossy().into_owned();
+        }
+    }
     let out = o
         .output
         .clone()

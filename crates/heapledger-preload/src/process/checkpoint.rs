@@ -73,8 +73,7 @@ pub fn start() {
     if phase::get() != phase::State::Recording || !phase::owns_memory() {
         return;
     }
-    // SAFETY: no preconditions.
-    let pid = unsafe { libc::getpid() };
+    let pid = phase::pid();
     if STARTED_FOR.swap(pid, Ordering::AcqRel) == pid {
         return;
     }
@@ -176,8 +175,7 @@ extern "C" fn run(arg: *mut c_void) -> *mut c_void {
             )
         } != 0
         {}
-        // SAFETY: no preconditions.
-        let ours = STARTED_FOR.load(Ordering::Relaxed) == unsafe { libc::getpid() };
+        let ours = STARTED_FOR.load(Ordering::Relaxed) == phase::pid();
         if phase::get() != phase::State::Recording || !ours {
             // Not through glibc, which would count this thread out a
             // second time (see the module's doc).

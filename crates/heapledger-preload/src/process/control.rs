@@ -475,8 +475,7 @@ pub fn open_page() {
 /// `DIR/PID.ctl`, NUL-terminated.
 fn page_path() -> Option<String> {
     let dir = config::get().dir?;
-    // SAFETY: no preconditions.
-    let pid = unsafe { libc::getpid() };
+    let pid = crate::base::phase::pid();
     let mut path = alloc::format!("{}/{pid}.ctl", String::from_utf8_lossy(dir.to_bytes()));
     path.push('\0');
     Some(path)

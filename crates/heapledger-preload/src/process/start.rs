@@ -54,6 +54,7 @@ fn start() -> bool {
     // SAFETY: no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
     OWNER_PID.store(pid, Ordering::Relaxed);
+    crate::base::phase::START_PPID.store(ppid, Ordering::Relaxed);
     // Only under `heapledger run` (which names the dump directory): a program
     // that passes LD_PRELOAD on to a child but trims the rest of its
     // environment must not get dumps in its working directory.

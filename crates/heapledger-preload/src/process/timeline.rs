@@ -135,8 +135,7 @@ fn readings(now: u64) -> timeline::Readings {
     let Some(mut g) = READERS.lock_unless_held_here() else {
         return r;
     };
-    // SAFETY: no preconditions.
-    let pid = unsafe { libc::getpid() };
+    let pid = crate::base::phase::pid();
     if g.pid != pid {
         // A forked child: its parent's descriptors describe the parent.
         for f in [g.statm.take(), g.meminfo.take()].into_iter().flatten() {

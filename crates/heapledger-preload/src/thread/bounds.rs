@@ -28,7 +28,7 @@ pub(super) fn stack_bounds() -> (u64, u64) {
     unsafe {
         // SAFETY: exported by ld.so.
         let main_end = __libc_stack_end as u64;
-        if libc::getpid() == libc::gettid() {
+        if crate::base::phase::main_thread() {
             let hi = (main_end + 4095) & !4095;
             return (hi.saturating_sub(1 << 30), hi);
         }
@@ -61,7 +61,7 @@ pub(super) fn use_top(hi: u64) -> u64 {
     // SAFETY: system calls with no preconditions; `__libc_stack_end` is
     // set by ld.so before any code runs.
     unsafe {
-        if libc::getpid() == libc::gettid() && (__libc_stack_end as u64) <= hi {
+        if crate::base::phase::main_thread() && (__libc_stack_end as u64) <= hi {
             return __libc_stack_end as u64;
         }
     }
@@ -78,7 +78,7 @@ pub fn room_bounds() -> (u64, u64) {
     // SAFETY: system calls with no preconditions; `__libc_stack_end` is
     // set by ld.so before any code runs.
     unsafe {
-        if libc::getpid() == libc::gettid() {
+        if crate::base::phase::main_thread() {
             let end = __libc_stack_end as u64;
             let _e = crate::base::sync::ErrnoGuard::new();
             let hi = maps::mapping_of(end)

@@ -115,8 +115,7 @@ pub(super) fn preamble(e: &mut Encoder<FileSink>, end_ticks: u64, ckpt: Option<C
     let wall_start = clock::ns(libc::CLOCK_REALTIME).saturating_sub(elapsed_ns);
 
     e.tag(Tag::Header);
-    // SAFETY: no preconditions.
-    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    let (pid, ppid) = (phase::pid(), phase::ppid());
     for v in [
         VERSION,
         pid as u64,
