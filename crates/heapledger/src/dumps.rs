@@ -47,10 +47,6 @@ pub(crate) struct Dumps {
     pub dumps: Vec<heapledger_wire::Dump>,
     /// One could not be read (said on stderr).
     pub unreadable: bool,
-    /// The processes whose file stayed empty: each replaced itself with
-    /// `exec` (the new image writes a file of its own if it records), or was
-    /// killed by SIGKILL.
-    pub empty: Vec<u32>,
     /// Snapshots the processes took while they ran (`P.snap.SEQ`), each a
     /// checkpoint with its label, in the order taken.
     pub snapshots: Vec<heapledger_wire::Dump>,
@@ -77,22 +73,72 @@ pub(crate) fn bytes_in(dir: &Path) -> u64 {
 }
 
 /// Every dump left in `dir` (the started process and its children),
-/// decoded. The files read are listed in `Dumps::consumed`, for the caller
-/// to remove once its profiles are written (a second interrupt removes
-/// them too: `output::raw_files`); files that hold nothing to read are
-/// removed here. `running`: the processes still running when heapledger
-/// stopped waiting.
-///
-/// A process that could not write its dump at its end (killed by SIGKILL
-/// or the OOM killer, or still running) is read from its last checkpoint
-/// (`P.ckpt` beside its dump `P`, written whole while it ran), which says
-/// so (`Dump::checkpoint`). A checkpoint of an image the process replaced
-/// with `exec` is left out, as that image's dump would be.
+/// decoded: [`plan_dumps`], each process then loaded in turn. The files
+/// read are listed in `Dumps::consumed`, for the caller to remove once its
+/// profiles are written (a second interrupt removes them too:
+/// `output::raw_files`); files that hold nothing to read are removed here.
+/// `running`: the processes still running when heapledger stopped waiting.
 pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
+    let plan = plan_dumps(dir, running)?;
     let mut dumps = Vec::new();
-    let mut consumed = Vec::new();
     let mut unreadable = false;
-    let mut empty = Vec::new();
+    for p in &plan.pending {
+        let l = p.load()?;
+        dumps.extend(l.dump);
+        unreadable |= l.unreadable;
+    }
+    Ok(Dumps {
+        dumps,
+        unreadable,
+        snapshots: plan.snapshots,
+        consumed: plan.consumed,
+    })
+}
+
+/// What a run's raw data holds, before its processes' dumps are decoded
+/// (a build's hundreds of them: `run` decodes each when its profile is
+/// made, holding one at a time).
+pub(crate) struct Plan {
+    /// The processes' dumps (each with its checkpoint and series), in the
+    /// order of their files.
+    pub pending: Vec<Pending>,
+    /// Snapshots the processes took while they ran (`P.snap.SEQ`),
+    /// decoded, in the order taken.
+    pub snapshots: Vec<heapledger_wire::Dump>,
+    /// Every file of the raw data (see `Dumps::consumed`).
+    pub consumed: Vec<PathBuf>,
+}
+
+/// One process image's raw data, not yet read (`Pending::load`).
+pub(crate) struct Pending {
+    path: PathBuf,
+    /// Its last checkpoint (`P.ckpt`), written whole while it ran.
+    checkpoint: Option<PathBuf>,
+    /// Its checkpoints' series (`P.series`).
+    series: Option<PathBuf>,
+    /// Whether it is the last image of its process (a checkpoint of an
+    /// image the process replaced with `exec` is left out, as that image's
+    /// dump would be).
+    last_image: bool,
+    /// Its process still ran when heapledger stopped waiting.
+    running: bool,
+}
+
+/// What loading a [`Pending`] gave.
+pub(crate) struct Loaded {
+    pub dump: Option<heapledger_wire::Dump>,
+    /// It could not be read (said on stderr).
+    pub unreadable: bool,
+    /// Its file stayed empty: this process replaced itself with `exec`, was
+    /// killed by SIGKILL, or still runs.
+    pub empty: Option<u32>,
+}
+
+/// Lists the raw data in `dir` (see [`read_dumps`]), decoding only the
+/// snapshots; files that are neither dumps nor checkpoints (a checkpoint
+/// cut short, `heapledger ctl`'s page) are removed.
+pub(crate) fn plan_dumps(dir: &Path, running: &[u32]) -> Result<Plan> {
+    let mut consumed = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -142,96 +188,23 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
             *e = (*e).max(image(f));
         }
     }
+    let mut pending = Vec::new();
     for path in files {
-        let before = dumps.len();
-        let mut one = |dumps: &mut Vec<heapledger_wire::Dump>,
-                       consumed: &mut Vec<PathBuf>|
-         -> Result<()> {
-            let checkpoint = checkpoints.remove(&path);
-            if let Some(c) = &checkpoint {
-                consumed.push(c.clone());
-            }
-            let read_checkpoint = |dumps: &mut Vec<heapledger_wire::Dump>| -> bool {
-                let Some(c) = &checkpoint else { return false };
-                let last_image =
-                    dump_pid(&path).is_none_or(|pid| latest.get(&pid) == Some(&image(&path)));
-                let read = decode_file(c);
-                match read {
-                    Ok(d) if last_image => {
-                        dumps.push(d);
-                        true
-                    }
-                    Ok(_) => false,
-                    Err(e) => {
-                        eprintln!("heapledger: skipping {}: {e}", c.display());
-                        false
-                    }
-                }
-            };
-            if !path.exists() {
-                read_checkpoint(dumps);
-                return Ok(());
-            }
-            // The program can write in this directory: a FIFO or a device
-            // there would hang the read, and a link lead elsewhere.
-            let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
-            if !regular {
-                eprintln!(
-                    "heapledger: skipping {}: not a regular file",
-                    path.display()
-                );
-                let _ = std::fs::remove_file(&path);
-                if let Some(c) = &checkpoint {
-                    let _ = std::fs::remove_file(c);
-                }
-                return Ok(());
-            }
-            let file = std::fs::File::open(&path)?;
-            let len = file.metadata()?.len();
+        let checkpoint = checkpoints.remove(&path);
+        let series = series.remove(&path);
+        consumed.extend(checkpoint.iter().cloned());
+        consumed.extend(series.iter().cloned());
+        if path.exists() {
             consumed.push(path.clone());
-            if len == 0 {
-                // Created as the process started recording, never written: it
-                // replaced itself with exec (its new image has a file of its
-                // own), was killed by SIGKILL, or still runs.
-                empty.extend(dump_pid(&path));
-                read_checkpoint(dumps);
-                return Ok(());
-            }
-            // Read a window at a time, never held whole (see `decode_read`).
-            match heapledger_wire::decode_read(file, len) {
-                Ok(d) => dumps.push(d),
-                Err(heapledger_wire::DecodeError::Truncated)
-                    if dump_pid(&path).is_some_and(|p| running.contains(&p)) =>
-                {
-                    if !read_checkpoint(dumps) {
-                        // Caught at the deadline, writing its dump as it ends.
-                        eprintln!(
-                            "heapledger: skipping {}: the process was still writing it",
-                            path.display()
-                        )
-                    }
-                }
-                Err(e) => {
-                    if !read_checkpoint(dumps) {
-                        unreadable = true;
-                        eprintln!("heapledger: skipping {}: {e}", path.display())
-                    }
-                }
-            }
-            Ok(())
-        };
-        one(&mut dumps, &mut consumed)?;
-        // The series of the process's checkpoints, up to the one read.
-        if let Some(s) = series.remove(&path) {
-            let bytes = match std::fs::symlink_metadata(&s) {
-                Ok(m) if m.file_type().is_file() => std::fs::read(&s).unwrap_or_default(),
-                _ => Vec::new(),
-            };
-            consumed.push(s);
-            if let Some(d) = dumps[before..].first_mut() {
-                d.series = bytes;
-            }
         }
+        let pid = dump_pid(&path);
+        pending.push(Pending {
+            last_image: pid.is_none_or(|pid| latest.get(&pid) == Some(&image(&path))),
+            running: pid.is_some_and(|p| running.contains(&p)),
+            path,
+            checkpoint,
+            series,
+        });
     }
     consumed.extend(series.into_values());
     let mut snapshots = Vec::new();
@@ -250,13 +223,106 @@ pub(crate) fn read_dumps(dir: &Path, running: &[u32]) -> Result<Dumps> {
         consumed.push(path);
     }
     snapshots.sort_by_key(|d| (d.pid, d.checkpoint.map_or(0, |c| c.seq)));
-    Ok(Dumps {
-        dumps,
-        unreadable,
-        empty,
+    Ok(Plan {
+        pending,
         snapshots,
         consumed,
     })
+}
+
+impl Pending {
+    /// The pid its file name carries.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        dump_pid(&self.path)
+    }
+
+    /// Its dump file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Decodes its dump, or, where the process could not write it at its
+    /// end (killed by SIGKILL or the OOM killer, or still running), its
+    /// last checkpoint, which says so (`Dump::checkpoint`); with its
+    /// checkpoints' series.
+    pub(crate) fn load(&self) -> Result<Loaded> {
+        let mut l = Loaded {
+            dump: None,
+            unreadable: false,
+            empty: None,
+        };
+        let read_checkpoint = |l: &mut Loaded| -> bool {
+            let Some(c) = &self.checkpoint else {
+                return false;
+            };
+            match decode_file(c) {
+                Ok(d) if self.last_image => {
+                    l.dump = Some(d);
+                    true
+                }
+                Ok(_) => false,
+                Err(e) => {
+                    eprintln!("heapledger: skipping {}: {e}", c.display());
+                    false
+                }
+            }
+        };
+        let path = &self.path;
+        if !path.exists() {
+            read_checkpoint(&mut l);
+        } else if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
+            // The program can write in this directory: a FIFO or a device
+            // there would hang the read, and a link lead elsewhere.
+            eprintln!(
+                "heapledger: skipping {}: not a regular file",
+                path.display()
+            );
+            let _ = std::fs::remove_file(path);
+            if let Some(c) = &self.checkpoint {
+                let _ = std::fs::remove_file(c);
+            }
+        } else {
+            let file = std::fs::File::open(path)?;
+            let len = file.metadata()?.len();
+            if len == 0 {
+                // Created as the process started recording, never written:
+                // it replaced itself with exec (its new image has a file
+                // of its own), was killed by SIGKILL, or still runs.
+                l.empty = dump_pid(path);
+                read_checkpoint(&mut l);
+            } else {
+                // Read a window at a time, never held whole (see
+                // `decode_read`).
+                match heapledger_wire::decode_read(file, len) {
+                    Ok(d) => l.dump = Some(d),
+                    Err(heapledger_wire::DecodeError::Truncated) if self.running => {
+                        if !read_checkpoint(&mut l) {
+                            // Caught at the deadline, writing its dump as
+                            // it ends.
+                            eprintln!(
+                                "heapledger: skipping {}: the process was still writing it",
+                                path.display()
+                            )
+                        }
+                    }
+                    Err(e) => {
+                        if !read_checkpoint(&mut l) {
+                            l.unreadable = true;
+                            eprintln!("heapledger: skipping {}: {e}", path.display())
+                        }
+                    }
+                }
+            }
+        }
+        // The series of the process's checkpoints, up to the one read.
+        if let (Some(s), Some(d)) = (&self.series, l.dump.as_mut()) {
+            d.series = match std::fs::symlink_metadata(s) {
+                Ok(m) if m.file_type().is_file() => std::fs::read(s).unwrap_or_default(),
+                _ => Vec::new(),
+            };
+        }
+        Ok(l)
+    }
 }
 
 /// Removes the files `read_dumps` read, once their profiles are written.

@@ -174,50 +174,69 @@ pub fn write_whole_with(
 /// Writes the profile store of a run (the main process first), whole or
 /// not at all; the error names the path.
 pub fn write_store(profiles: &[heapledger_profile::Profile], path: &Path) -> Result<()> {
+    let Some((main, rest)) = profiles.split_first() else {
+        bail!("internal error: no profile to write");
+    };
+    write_store_each(path, main, rest.iter().map(Ok))
+}
+
+/// [`write_store`] of the main process's profile `main` and the others
+/// (children, then snapshots) as `rest` gives them, each written into the
+/// store and dropped before the next is asked for: a run of many processes
+/// (a build) holds one of them at a time, not all. An error from `rest`
+/// (its maker failed) writes nothing.
+pub fn write_store_each<P: std::borrow::Borrow<heapledger_profile::Profile>>(
+    path: &Path,
+    main: &heapledger_profile::Profile,
+    rest: impl Iterator<Item = Result<P>>,
+) -> Result<()> {
     write_whole_with(path, |file, tmp| {
         drop(file);
         let mut w = heapledger_store::Writer::create(tmp).map_err(|e| anyhow::anyhow!("{e}"))?;
-        // The variables' rows made ahead (`convert::Variables`), for the
-        // very lists the profiles hold.
-        for p in profiles {
-            for (binary, vars) in &p.mem_stats.global_variables {
-                if let Some(made) = crate::convert::variables_made(binary) {
-                    if let (true, Some(row)) = (Arc::ptr_eq(&made.list, vars), &made.row) {
-                        w.add_variables(binary, vars, row)
-                            .map_err(|e| anyhow::anyhow!("{e}"))?;
-                    }
-                }
-            }
-        }
-        let mut main = true;
-        for p in profiles {
-            let tps = p.globals.ticks_per_second.max(1) as f64;
-            let ext = p.heapledger.as_ref();
-            let checkpoint = ext
-                .and_then(|e| e.checkpoint)
-                .map(|c| (c.seq, c.time as f64 / tps));
-            // Snapshots (taken while a process ran) among the processes.
-            if let (Some(label), Some((seq, seconds))) =
-                (ext.and_then(|e| e.snapshot.clone()), checkpoint)
-            {
-                let meta = heapledger_store::SnapshotMeta {
-                    seq,
-                    label,
-                    seconds,
-                };
-                w.add_snapshot(p, meta)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                continue;
-            }
-            let meta = heapledger_store::ProcessMeta {
-                is_main: main,
-                checkpoint,
-            };
-            main = false;
-            w.add_process(p, meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+        add_to_store(&mut w, main, true)?;
+        for p in rest {
+            add_to_store(&mut w, p?.borrow(), false)?;
         }
         w.finish().map_err(|e| anyhow::anyhow!("{e}"))
     })
+}
+
+/// Adds one profile to the store: a snapshot (taken while a process ran)
+/// or a process, with its binaries' variables (each binary's once).
+fn add_to_store(
+    w: &mut heapledger_store::Writer,
+    p: &heapledger_profile::Profile,
+    main: bool,
+) -> Result<()> {
+    // The variables' rows made ahead (`convert::Variables`), for the very
+    // lists the profile holds.
+    for (binary, vars) in &p.mem_stats.global_variables {
+        if let Some(made) = crate::convert::variables_made(binary) {
+            if let (true, Some(row)) = (Arc::ptr_eq(&made.list, vars), &made.row) {
+                w.add_variables(binary, vars, row)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+        }
+    }
+    let tps = p.globals.ticks_per_second.max(1) as f64;
+    let ext = p.heapledger.as_ref();
+    let checkpoint = ext
+        .and_then(|e| e.checkpoint)
+        .map(|c| (c.seq, c.time as f64 / tps));
+    if let (Some(label), Some((seq, seconds))) = (ext.and_then(|e| e.snapshot.clone()), checkpoint)
+    {
+        let meta = heapledger_store::SnapshotMeta {
+            seq,
+            label,
+            seconds,
+        };
+        return w.add_snapshot(p, meta).map_err(|e| anyhow::anyhow!("{e}"));
+    }
+    let meta = heapledger_store::ProcessMeta {
+        is_main: main,
+        checkpoint,
+    };
+    w.add_process(p, meta).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Whether `path` exists and is neither a plain file nor a directory (a

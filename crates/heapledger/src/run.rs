@@ -7,9 +7,10 @@
 //! program, which writes its profile as it dies.
 
 use crate::convert::ProcessEnd;
-use crate::dumps::{bytes_in, exe_name, read_dumps, temp_dir, Dumps, FORGET_PARSED_BYTES};
+use crate::dumps::{bytes_in, exe_name, plan_dumps, temp_dir, Plan, FORGET_PARSED_BYTES};
 use crate::options::{RunOptions, StackArg};
 use crate::preload::find_preload;
+use crate::symbolizer::Work;
 use anyhow::{bail, Context, Result};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -479,18 +480,14 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         signal: status.signal(),
     };
 
-    // Decoded on the symbolizing thread, whose memory is taken ahead.
+    // The main process's dump is decoded now, on the symbolizing thread
+    // (whose memory is taken ahead); the others' as their profiles are
+    // made (`convert_each`), one at a time.
     let running: Vec<u32> = still_running.iter().map(|(p, _)| *p).collect();
-    let Dumps {
-        mut dumps,
-        unreadable,
-        empty,
-        snapshots,
-        consumed,
-    } = {
+    let (plan, main, unreadable, empty) = {
         let dir = dir.clone();
         converter
-            .call(move |symbols| {
+            .call(move |symbols| -> Result<_> {
                 // Large dumps are decoded without what was parsed of the
                 // binaries beside them (libc's debug information: 16 MB of
                 // `run`'s peak at half a million stacks); the addresses
@@ -498,14 +495,32 @@ pub fn run(o: &RunOptions) -> Result<u8> {
                 if bytes_in(&dir) >= FORGET_PARSED_BYTES {
                     symbols.forget_parsed();
                 }
-                read_dumps(&dir, &running)
+                let mut plan = plan_dumps(&dir, &running)?;
+                let (mut main, mut unreadable, mut empty) = (None, false, Vec::new());
+                let mut others = Vec::new();
+                for p in std::mem::take(&mut plan.pending) {
+                    if main.is_none() && p.pid() == Some(pid) {
+                        let l = p.load()?;
+                        unreadable |= l.unreadable;
+                        empty.extend(l.empty);
+                        main = l.dump;
+                    } else {
+                        others.push(p);
+                    }
+                }
+                plan.pending = others;
+                Ok((plan, main, unreadable, empty))
             })
             .wait()??
     };
+    let Plan {
+        pending,
+        snapshots,
+        consumed,
+    } = plan;
     crate::output::raw_files(&consumed);
     phases.mark("read");
-    let main_pos = dumps.iter().position(|d| d.pid == pid);
-    let Some(main_pos) = main_pos else {
+    let Some(mut main) = main else {
         if unreadable {
             eprintln!(
                 "heapledger: no readable profile data of {} (see above)",
@@ -530,7 +545,6 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         );
         return Ok(if code == 0 { 1 } else { code });
     };
-    let mut main = dumps.swap_remove(main_pos);
     if main.cmdline.is_empty() {
         // The recorder could not read it (a seccomp filter that refuses
         // `open`, as a sandboxed program's may): the command `run` started.
@@ -551,10 +565,13 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     // the profile store, every process in one file.
     let as_json = out.extension().is_some_and(|e| e == "json");
     crate::output::finish_on_interrupt(Some(&out), &dir);
-    let children: Vec<(String, u32)> = dumps.iter().map(|d| (exe_name(d), d.pid)).collect();
-    let n_children = dumps.len();
-    let mut job = vec![(main, end)];
-    job.extend(dumps.into_iter().map(|d| (d, ProcessEnd::default())));
+    let n_children = pending.len();
+    let mut job = vec![(Work::Ready(Box::new(main)), end)];
+    job.extend(
+        pending
+            .into_iter()
+            .map(|p| (Work::Later(p), ProcessEnd::default())),
+    );
     // Snapshots after the processes (the store keeps them apart; a JSON
     // profile has no place for them).
     let n_snapshots = if as_json { 0 } else { snapshots.len() };
@@ -564,9 +581,17 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             snapshots.len()
         );
     } else {
-        job.extend(snapshots.into_iter().map(|d| (d, ProcessEnd::default())));
+        job.extend(
+            snapshots
+                .into_iter()
+                .map(|d| (Work::Ready(Box::new(d)), ProcessEnd::default())),
+        );
     }
-    let converting = converter.convert(job, !as_json);
+    // Made one at a time on the symbolizing thread and written as they
+    // come (`convert_each`): the main process first, kept for the summary.
+    let n_rest = job.len() - 1;
+    let (made, profiles) = std::sync::mpsc::sync_channel(1);
+    let converting = converter.convert_each(job, !as_json, made);
     clear_old_output(&out);
     // Children of a JSON profile: beside it, in <stem>.children/, which
     // keeps no file of an earlier run.
@@ -575,33 +600,67 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         clear_old_children(&child_dir);
     }
     let child_dir = (as_json && n_children > 0).then_some(child_dir);
-    let (profiles, job) = converting.wait()?;
-    crate::prefault::release_free();
-    let Some(profile) = profiles.first() else {
-        bail!("internal error: no profile was built");
+    let profile = match profiles.recv() {
+        Ok(Some(m)) => m.profile,
+        _ => {
+            converting.wait()?;
+            bail!("internal error: no profile was built");
+        }
     };
+    crate::prefault::release_free();
     phases.mark("convert");
     // The file is written while the summary is worked out (both only read
-    // the profiles); the summary is printed first, then any write error.
-    let (write_error, summary) = std::thread::scope(|scope| {
-        let writer = scope.spawn(|| {
-            if as_json {
-                write_profile(profile, &out)?;
-                crate::output::main_written(&out);
-                if let Some(cdir) = &child_dir {
-                    for (p, (exe, pid)) in profiles[1..].iter().zip(&children) {
-                        write_profile(p, &cdir.join(format!("heapledger-{exe}-{pid}.json")))?;
+    // the main profile); the summary is printed first, then any write
+    // error. The writer gives the other processes' names and pids.
+    let (written, summary) = std::thread::scope(|scope| {
+        let writer = {
+            let (profile, out, child_dir) = (&profile, &out, &child_dir);
+            scope.spawn(move || {
+                let mut children: Vec<(String, u32)> = Vec::new();
+                let mut got = 0;
+                if as_json {
+                    write_profile(profile, out)?;
+                    crate::output::main_written(out);
+                    for m in profiles.iter() {
+                        got += 1;
+                        let (Some(m), Some(cdir)) = (m, child_dir) else {
+                            continue;
+                        };
+                        let name = format!("heapledger-{}-{}.json", m.exe, m.pid);
+                        write_profile(&m.profile, &cdir.join(name))?;
+                        children.push((m.exe, m.pid));
                     }
+                    if got != n_rest {
+                        bail!("internal error: {got} of {n_rest} processes' profiles were made");
+                    }
+                } else {
+                    let got = std::cell::Cell::new(0);
+                    let names = std::cell::RefCell::new(&mut children);
+                    let rest = profiles
+                        .iter()
+                        .inspect(|_| got.set(got.get() + 1))
+                        .flatten()
+                        .map(|m| {
+                            names.borrow_mut().push((m.exe, m.pid));
+                            Ok(m.profile)
+                        })
+                        .chain(std::iter::from_fn(|| {
+                            let n = got.replace(n_rest);
+                            (n != n_rest).then(|| {
+                                Err(anyhow::anyhow!(
+                                    "internal error: {n} of {n_rest} processes' profiles were made"
+                                ))
+                            })
+                        }));
+                    crate::output::write_store_each(out, profile, rest)?;
+                    crate::output::main_written(out);
                 }
-            } else {
-                crate::output::write_store(&profiles, &out)?;
-                crate::output::main_written(&out);
-            }
-            Ok::<(), anyhow::Error>(())
-        });
+                Ok::<Vec<(String, u32)>, anyhow::Error>(children)
+            })
+        };
         let summary = (!o.quiet).then(|| {
             heapledger_analysis::summary::Summary::from_profile(
-                profile,
+                &profile,
                 &heapledger_analysis::summary::SummaryOptions { top: o.top },
             )
             .to_string()
@@ -611,8 +670,14 @@ pub fn run(o: &RunOptions) -> Result<u8> {
                 "internal error: writing the profile failed"
             ))
         });
-        (written.err(), summary)
+        (written, summary)
     });
+    let (write_error, children) = match written {
+        Ok(c) => (None, c),
+        Err(e) => (Some(e), Vec::new()),
+    };
+    // The conversion has ended (its profiles all taken, or the writer gone).
+    let _ = converting.wait();
     phases.mark("write");
     phases.print();
     let failed = write_error.is_some();
@@ -682,7 +747,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     // would take a core from writing the profile, and then delay the exit
     // (Python's 3 M strings: 6 to 10 ms for the profile alone). They are
     // freed on the symbolizing thread, unless heapledger's exit comes first.
-    converter.drop_there((job, profiles));
+    converter.drop_there(profile);
     drop(converter);
     if failed {
         return Ok(crate::fatal::code_without_profile(code));

@@ -29,7 +29,7 @@ use heapledger_symbols::Symbols;
 use heapledger_wire::Dump;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::time::Duration;
 
 /// How often the program's mappings are looked at while it runs: soon after
@@ -43,8 +43,22 @@ const POLL_MAX: Duration = Duration::from_millis(640);
 /// sections and indexes a later lookup needs, spread over its code.
 const WARM_LOOKUPS: u64 = 16;
 
-/// Dumps to convert, each with how its process ended.
-type Job = Vec<(Dump, ProcessEnd)>;
+/// Processes to convert, each with how it ended.
+type Job = Vec<(Work, ProcessEnd)>;
+
+/// A process to convert: its dump, or its raw data, decoded when its turn
+/// comes.
+pub(crate) enum Work {
+    Ready(Box<Dump>),
+    Later(crate::dumps::Pending),
+}
+
+/// A process's profile, with its executable's name and its pid.
+pub(crate) struct Made {
+    pub profile: Profile,
+    pub exe: String,
+    pub pid: u32,
+}
 
 /// Work for the symbolizing thread, once the program has ended.
 type Task = Box<dyn FnOnce(&Symbols) + Send>;
@@ -130,18 +144,32 @@ impl Converter {
         Reply(rx)
     }
 
-    /// Converts the dumps, in order, into profiles; `compact`: their stacks
-    /// left compact (`Profile::compact`: for the profile store).
-    pub fn convert(&self, job: Job, compact: bool) -> Reply<(Vec<Profile>, Job)> {
+    /// Converts the processes, in order, into profiles (`compact`: their
+    /// stacks left compact, `Profile::compact`, for the profile store),
+    /// each sent on `out` as soon as it is made (None for one whose raw
+    /// data could not be read, said on stderr), its dump decoded just
+    /// before and freed just after: the caller writes one while the next is
+    /// made, and a build's hundreds of processes are held one at a time
+    /// (all their dumps and profiles at once were 0.7 MB a process on a
+    /// build of 59 files). Stops early where the receiver is gone (a write
+    /// failed).
+    pub(crate) fn convert_each(
+        &self,
+        job: Job,
+        compact: bool,
+        out: SyncSender<Option<Made>>,
+    ) -> Reply<()> {
         self.call(move |symbols| {
-            let mut job = job;
-            // The variables of every process's binaries are read on a
-            // thread of their own while the stacks are symbolized: the
-            // child processes' binaries were not read during the run (a
-            // build's compilers load libraries with 100 000 variables).
+            // The variables of the decoded processes' binaries are read on
+            // a thread of their own while the stacks are symbolized (the
+            // others' were read while they ran).
             let mut paths: Vec<String> = job
                 .iter()
-                .flat_map(|(d, _)| convert::global_paths(d))
+                .filter_map(|(w, _)| match w {
+                    Work::Ready(d) => Some(&**d),
+                    Work::Later(_) => None,
+                })
+                .flat_map(convert::global_paths)
                 .map(str::to_owned)
                 .collect();
             paths.sort_unstable();
@@ -152,14 +180,32 @@ impl Converter {
                         convert::globals_of(path);
                     }
                 });
-                let p: Vec<Profile> = job
-                    .iter_mut()
-                    .map(|(d, end)| match compact {
-                        true => convert::to_compact_profile(d, end, symbols),
-                        false => convert::to_profile(d, end, symbols),
-                    })
-                    .collect();
-                (p, job)
+                for (w, end) in job {
+                    let d = match w {
+                        Work::Ready(d) => Some(*d),
+                        Work::Later(p) => match p.load() {
+                            Ok(l) => l.dump,
+                            Err(e) => {
+                                eprintln!("heapledger: skipping {}: {e}", p.path().display());
+                                None
+                            }
+                        },
+                    };
+                    let made = d.map(|mut d| {
+                        let profile = match compact {
+                            true => convert::to_compact_profile(&mut d, &end, symbols),
+                            false => convert::to_profile(&mut d, &end, symbols),
+                        };
+                        Made {
+                            profile,
+                            exe: crate::dumps::exe_name(&d),
+                            pid: d.pid,
+                        }
+                    });
+                    if out.send(made).is_err() {
+                        break;
+                    }
+                }
             })
         })
     }
