@@ -363,6 +363,19 @@ impl Phases {
     }
 }
 
+/// Where `program` is: itself where it names a path (holds a `/`), else
+/// the first of `$PATH`'s directories that holds it, as `execvp` finds it.
+fn find_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if program.as_encoded_bytes().contains(&b'/') {
+        return Some(p.to_owned());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(p))
+        .find(|f| f.exists())
+}
+
 pub fn run(o: &RunOptions) -> Result<u8> {
     let mut phases = Phases::new();
     let lib = find_preload()?;
@@ -411,23 +424,42 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         bail!("--only-lib `{bad}`: a library's name, path or glob, without `:`");
     }
     let reaper = o.follow && become_subreaper();
-    let mut command = Command::new(&o.program);
-    if o.only_lib.is_empty() {
-        command.env_remove("HEAPLEDGER_ONLY_LIB");
-    } else {
-        command.env("HEAPLEDGER_ONLY_LIB", o.only_lib.join(":"));
-    }
-    let child = match command
-        .args(&o.args)
-        .env("LD_PRELOAD", &preload)
-        .env(heapledger_wire::ENV_DIR, &dir)
-        .env(heapledger_wire::ENV_OPTS, &opts)
-        .spawn()
+    let command = |program: &std::ffi::OsStr, script: Option<&Path>| {
+        let mut c = Command::new(program);
+        if o.only_lib.is_empty() {
+            c.env_remove("HEAPLEDGER_ONLY_LIB");
+        } else {
+            c.env("HEAPLEDGER_ONLY_LIB", o.only_lib.join(":"));
+        }
+        c.args(script)
+            .args(&o.args)
+            .env("LD_PRELOAD", &preload)
+            .env(heapledger_wire::ENV_DIR, &dir)
+            .env(heapledger_wire::ENV_OPTS, &opts);
+        c
+    };
+    let mut spawned = command(&o.program, None).spawn();
+    if spawned
+        .as_ref()
+        .is_err_and(|e| e.raw_os_error() == Some(libc::ENOEXEC))
     {
+        // A file of commands without `#!`: run by /bin/sh, as a shell and
+        // `execvp` (and so heaptrack's script) run it.
+        if let Some(script) = find_program(&o.program) {
+            spawned = command("/bin/sh".as_ref(), Some(&script)).spawn();
+        }
+    }
+    let child = match spawned {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             bail!(
                 "cannot run {}: no such program",
+                o.program.to_string_lossy()
+            )
+        }
+        Err(_) if find_program(&o.program).is_some_and(|p| p.is_dir()) => {
+            bail!(
+                "cannot run {}: it is a directory",
                 o.program.to_string_lossy()
             )
         }

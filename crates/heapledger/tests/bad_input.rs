@@ -237,6 +237,47 @@ fn run_no_such_program() {
     assert!(left.is_empty(), "files left behind: {left:?}");
 }
 
+/// A file of commands without `#!` runs under /bin/sh, as a shell and
+/// `execvp` run it (heapledger said "Exec format error" and ran nothing),
+/// found by path or in `$PATH`; a directory is named as one.
+#[test]
+fn run_a_script_without_a_shebang_and_a_directory() {
+    let tmp = TempDir::new("bad-script");
+    let script = tmp.join("commands");
+    std::fs::write(&script, "echo \"from the script: $1\"\nexit 4\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = tmp.join("p.sqlite");
+    let path = format!(
+        "{}:{}",
+        tmp.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for program in [script.to_str().unwrap(), "commands"] {
+        let mut c = Command::new(heapledger());
+        c.args(["run", "-q", "-o", out.to_str().unwrap(), "--", program, "x"])
+            .env("PATH", &path);
+        let o = run(c, DEFAULT_LIMIT);
+        assert_no_panic(&o, program);
+        assert_eq!(o.code, Some(4), "{program}: {}", o.stderr);
+        assert_eq!(o.stdout, "from the script: x\n", "{program}");
+        assert_eq!(o.stderr, "", "{program}");
+        assert!(out.exists(), "{program}: no profile");
+        std::fs::remove_file(&out).unwrap();
+    }
+    let mut c = Command::new(heapledger());
+    c.args(["run", "-q", "-o", out.to_str().unwrap(), "--"])
+        .arg(tmp.path());
+    let o = run(c, DEFAULT_LIMIT);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        format!(
+            "heapledger: cannot run {}: it is a directory\n",
+            tmp.path().display()
+        )
+    );
+}
+
 /// A program the recorder cannot reach (statically linked), or that dies
 /// by SIGKILL, or of a fault that no handler may catch, before it can write
 /// anything: it runs as it would alone, its
