@@ -363,19 +363,6 @@ impl Phases {
     }
 }
 
-/// Where `program` is: itself where it names a path (holds a `/`), else
-/// the first of `$PATH`'s directories that holds it, as `execvp` finds it.
-fn find_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
-    let p = Path::new(program);
-    if program.as_encoded_bytes().contains(&b'/') {
-        return Some(p.to_owned());
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(p))
-        .find(|f| f.exists())
-}
-
 pub fn run(o: &RunOptions) -> Result<u8> {
     let mut phases = Phases::new();
     let lib = find_preload()?;
@@ -445,7 +432,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     {
         // A file of commands without `#!`: run by /bin/sh, as a shell and
         // `execvp` (and so heaptrack's script) run it.
-        if let Some(script) = find_program(&o.program) {
+        if let Some(script) = resolve_program(&o.program) {
             spawned = command("/bin/sh".as_ref(), Some(&script)).spawn();
         }
     }
@@ -457,7 +444,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
                 o.program.to_string_lossy()
             )
         }
-        Err(_) if find_program(&o.program).is_some_and(|p| p.is_dir()) => {
+        Err(_) if Path::new(&o.program).is_dir() => {
             bail!(
                 "cannot run {}: it is a directory",
                 o.program.to_string_lossy()
