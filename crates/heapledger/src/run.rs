@@ -228,6 +228,101 @@ fn elf_without_interpreter(path: &Path) -> bool {
     types.all(|t| t.is_some_and(|t| t != PT_INTERP)) && phnum > 0
 }
 
+/// The shared libraries an ELF executable names itself (`DT_NEEDED`), read
+/// from its dynamic section without reading the whole file; empty where it
+/// is not a 64-bit little-endian ELF file with one.
+fn needed_libraries(path: &Path) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let mut read_at = |at: u64, n: u64| -> Option<Vec<u8>> {
+        let mut b = Vec::new();
+        f.seek(SeekFrom::Start(at)).ok()?;
+        (&mut f).take(n).read_to_end(&mut b).ok()?;
+        (b.len() as u64 == n).then_some(b)
+    };
+    let num = |b: &[u8], at: usize, n: usize| -> Option<u64> {
+        let b = b.get(at..at + n)?;
+        Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64))
+    };
+    let found = (|| -> Option<Vec<String>> {
+        let h = read_at(0, 64)?;
+        if h.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+            return None;
+        }
+        let (phoff, phentsize, phnum) = (num(&h, 32, 8)?, num(&h, 54, 2)?, num(&h, 56, 2)?);
+        let ph = read_at(phoff, phentsize.checked_mul(phnum)?.min(64 << 10))?;
+        const PT_LOAD: u64 = 1;
+        const PT_DYNAMIC: u64 = 2;
+        let (mut dynamic, mut loads) = (None, Vec::new());
+        for i in 0..phnum as usize {
+            let at = i * phentsize as usize;
+            let (offset, vaddr, filesz) = (
+                num(&ph, at + 8, 8)?,
+                num(&ph, at + 16, 8)?,
+                num(&ph, at + 32, 8)?,
+            );
+            match num(&ph, at, 4)? {
+                PT_DYNAMIC => dynamic = Some((offset, filesz)),
+                PT_LOAD => loads.push((vaddr, offset, filesz)),
+                _ => {}
+            }
+        }
+        let (offset, size) = dynamic?;
+        let d = read_at(offset, size.min(64 << 10))?;
+        const DT_NEEDED: u64 = 1;
+        const DT_STRTAB: u64 = 5;
+        const DT_STRSZ: u64 = 10;
+        let (mut needed, mut strtab, mut strsz) = (Vec::new(), None, None);
+        for e in d.chunks_exact(16) {
+            match (num(e, 0, 8)?, num(e, 8, 8)?) {
+                (0, _) => break,
+                (DT_NEEDED, v) => needed.push(v),
+                (DT_STRTAB, v) => strtab = Some(v),
+                (DT_STRSZ, v) => strsz = Some(v),
+                _ => {}
+            }
+        }
+        let (strtab, strsz) = (strtab?, strsz?.min(1 << 20));
+        let at = loads
+            .iter()
+            .find(|&&(vaddr, _, filesz)| strtab >= vaddr && strtab < vaddr + filesz)
+            .map(|&(vaddr, offset, _)| strtab - vaddr + offset)?;
+        let strings = read_at(at, strsz)?;
+        Some(
+            needed
+                .iter()
+                .filter_map(|&n| {
+                    let rest = strings.get(n as usize..)?;
+                    let end = rest.iter().position(|&c| c == 0)?;
+                    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+                })
+                .collect(),
+        )
+    })();
+    found.unwrap_or_default()
+}
+
+/// A sanitizer's runtime the executable at `path` is linked with
+/// (AddressSanitizer, ThreadSanitizer, MemorySanitizer, LeakSanitizer):
+/// each refuses to run unless it is the first library loaded ("ASan
+/// runtime does not come first in initial library list"), which a
+/// preloaded library would take from it.
+fn sanitizer_runtime(path: &Path) -> Option<String> {
+    const RUNTIMES: [&str; 6] = [
+        "libasan.so",
+        "libtsan.so",
+        "liblsan.so",
+        "libhwasan.so",
+        "libclang_rt.asan",
+        "libclang_rt.tsan",
+    ];
+    needed_libraries(path)
+        .into_iter()
+        .find(|n| RUNTIMES.iter().any(|r| n.starts_with(r)))
+}
+
 fn shell_code(status: std::process::ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,
@@ -369,7 +464,17 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     crate::output::check_writable(o.output.as_deref())?;
     let dir = temp_dir()?;
     let mut cleanup = RemoveOnDrop(dir.clone(), false);
-    let mut preload = lib.into_os_string();
+    let mut preload = std::ffi::OsString::new();
+    // A sanitizer's runtime must come first: before heapledger's, whose
+    // hooks it then stands before (its allocator's calls never reach them:
+    // nothing is recorded, and a line says why), so that the program runs
+    // as it does alone rather than refusing to start.
+    let sanitizer = resolve_program(&o.program).and_then(|p| sanitizer_runtime(&p));
+    if let Some(runtime) = &sanitizer {
+        preload.push(runtime);
+        preload.push(":");
+    }
+    preload.push(lib);
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
         preload.push(":");
         preload.push(old);
@@ -544,6 +649,13 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             eprintln!(
                 "heapledger: no readable profile data of {} (see above)",
                 o.program.to_string_lossy()
+            );
+            return Ok(if code == 0 { 1 } else { code });
+        }
+        if let Some(runtime) = &sanitizer {
+            eprintln!(
+                "heapledger: {} is built with a sanitizer, whose runtime ({runtime}) must be loaded first and whose allocator then stands before heapledger's: nothing of it can be recorded (profile a build without -fsanitize)",
+                o.program.to_string_lossy(),
             );
             return Ok(if code == 0 { 1 } else { code });
         }

@@ -90,3 +90,49 @@ fn glibc_allocator_is_seen_and_nothing_is_named() {
         );
     }
 }
+
+/// A program built with a sanitizer (`-fsanitize=address` or `thread`)
+/// refuses to start unless the sanitizer's runtime is the first library
+/// loaded ("ASan runtime does not come first in initial library list"):
+/// under heapledger it did not run at all, and exited 1. heapledger now
+/// preloads that runtime before its own, so the program runs as alone
+/// (its output, its exit code), and says in one line that the
+/// sanitizer's allocator stands before heapledger's, so that nothing of it
+/// is recorded. `-fsanitize=undefined` needs nothing of the kind: recorded.
+#[test]
+fn a_sanitized_program_runs_as_alone() {
+    for (tag, flags, says) in [
+        (
+            "asan",
+            &["-fsanitize=address"][..],
+            "is built with a sanitizer, whose runtime (libasan.so",
+        ),
+        (
+            "tsan",
+            &["-fsanitize=thread"][..],
+            "defines malloc, free, calloc, realloc",
+        ),
+        ("ubsan", &["-fsanitize=undefined"][..], ""),
+    ] {
+        let dir = Scratch::new(&format!("sanitized-{tag}"));
+        let exe = build(&dir, false, flags);
+        let alone = Command::new(&exe).output().unwrap();
+        assert_eq!(alone.status.code(), Some(6), "{tag} alone: {alone:?}");
+        let out = dir.join("p.sqlite");
+        let o = heapledger_run("dwarf", &out, &exe, &[] as &[&str]);
+        assert_eq!(o.status.code(), Some(6), "{tag}: {o:?}");
+        assert_eq!(o.stdout, alone.stdout, "{tag}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        if says.is_empty() {
+            assert_eq!(err, "", "{tag}");
+            let json = dir.join("p.json");
+            export_malt(&out, None, &json);
+            let p = Profile::from_path(&json).unwrap();
+            let s = site(&p, "make", site_line(SRC, "make"));
+            assert_eq!(s.alloc, mms(3, 100, 300, 600), "{tag}: {s:?}");
+        } else {
+            assert_eq!(err.lines().count(), 1, "{tag}: {err}");
+            assert!(err.contains(says), "{tag}: {err}");
+        }
+    }
+}
