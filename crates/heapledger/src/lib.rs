@@ -22,6 +22,7 @@ pub mod ctl;
 pub mod date;
 pub mod diff;
 pub mod dumps;
+pub mod elf;
 pub mod export;
 pub mod fatal;
 pub mod leaks;

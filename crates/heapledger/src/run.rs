@@ -158,7 +158,7 @@ fn why_no_data(program: &std::ffi::OsStr, status: std::process::ExitStatus) -> S
         return "it was killed by SIGKILL, which leaves no time to write it".into();
     }
     if let Some(path) = resolve_program(program) {
-        if elf_without_interpreter(&path) {
+        if crate::elf::without_interpreter(&path) {
             return "it is statically linked: LD_PRELOAD cannot reach it".into();
         }
         if let Ok(meta) = std::fs::metadata(&path) {
@@ -198,117 +198,11 @@ fn resolve_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Whether `path` is an x86-64 ELF executable with no program interpreter
-/// (`PT_INTERP`), i.e. statically linked. Read by hand: three fields of the
-/// ELF header and the program headers' types, which is all it takes.
-fn elf_without_interpreter(path: &Path) -> bool {
-    use std::io::Read;
-    // The header and the program headers sit at the start of the file
-    // (right after the 64-byte header, in practice): no need to read a
-    // large static binary whole.
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut bytes));
-    if read.is_err() {
-        return false;
-    }
-    let field = |at: usize, n: usize| -> Option<u64> {
-        let b = bytes.get(at..at + n)?;
-        Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64))
-    };
-    // 64-bit, little-endian ELF.
-    if bytes.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
-        return false;
-    }
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (field(32, 8), field(54, 2), field(56, 2))
-    else {
-        return false;
-    };
-    const PT_INTERP: u64 = 3;
-    let mut types = (0..phnum).map(|i| field((phoff + i * phentsize) as usize, 4));
-    types.all(|t| t.is_some_and(|t| t != PT_INTERP)) && phnum > 0
-}
-
-/// The shared libraries an ELF executable names itself (`DT_NEEDED`), read
-/// from its dynamic section without reading the whole file; empty where it
-/// is not a 64-bit little-endian ELF file with one.
-fn needed_libraries(path: &Path) -> Vec<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    let mut read_at = |at: u64, n: u64| -> Option<Vec<u8>> {
-        let mut b = Vec::new();
-        f.seek(SeekFrom::Start(at)).ok()?;
-        (&mut f).take(n).read_to_end(&mut b).ok()?;
-        (b.len() as u64 == n).then_some(b)
-    };
-    let num = |b: &[u8], at: usize, n: usize| -> Option<u64> {
-        let b = b.get(at..at + n)?;
-        Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64))
-    };
-    let found = (|| -> Option<Vec<String>> {
-        let h = read_at(0, 64)?;
-        if h.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
-            return None;
-        }
-        let (phoff, phentsize, phnum) = (num(&h, 32, 8)?, num(&h, 54, 2)?, num(&h, 56, 2)?);
-        let ph = read_at(phoff, phentsize.checked_mul(phnum)?.min(64 << 10))?;
-        const PT_LOAD: u64 = 1;
-        const PT_DYNAMIC: u64 = 2;
-        let (mut dynamic, mut loads) = (None, Vec::new());
-        for i in 0..phnum as usize {
-            let at = i * phentsize as usize;
-            let (offset, vaddr, filesz) = (
-                num(&ph, at + 8, 8)?,
-                num(&ph, at + 16, 8)?,
-                num(&ph, at + 32, 8)?,
-            );
-            match num(&ph, at, 4)? {
-                PT_DYNAMIC => dynamic = Some((offset, filesz)),
-                PT_LOAD => loads.push((vaddr, offset, filesz)),
-                _ => {}
-            }
-        }
-        let (offset, size) = dynamic?;
-        let d = read_at(offset, size.min(64 << 10))?;
-        const DT_NEEDED: u64 = 1;
-        const DT_STRTAB: u64 = 5;
-        const DT_STRSZ: u64 = 10;
-        let (mut needed, mut strtab, mut strsz) = (Vec::new(), None, None);
-        for e in d.chunks_exact(16) {
-            match (num(e, 0, 8)?, num(e, 8, 8)?) {
-                (0, _) => break,
-                (DT_NEEDED, v) => needed.push(v),
-                (DT_STRTAB, v) => strtab = Some(v),
-                (DT_STRSZ, v) => strsz = Some(v),
-                _ => {}
-            }
-        }
-        let (strtab, strsz) = (strtab?, strsz?.min(1 << 20));
-        let at = loads
-            .iter()
-            .find(|&&(vaddr, _, filesz)| strtab >= vaddr && strtab < vaddr + filesz)
-            .map(|&(vaddr, offset, _)| strtab - vaddr + offset)?;
-        let strings = read_at(at, strsz)?;
-        Some(
-            needed
-                .iter()
-                .filter_map(|&n| {
-                    let rest = strings.get(n as usize..)?;
-                    let end = rest.iter().position(|&c| c == 0)?;
-                    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
-                })
-                .collect(),
-        )
-    })();
-    found.unwrap_or_default()
-}
-
 /// A sanitizer's runtime the executable at `path` is linked with
-/// (AddressSanitizer, ThreadSanitizer, MemorySanitizer, LeakSanitizer):
-/// each refuses to run unless it is the first library loaded ("ASan
-/// runtime does not come first in initial library list"), which a
-/// preloaded library would take from it.
+/// (AddressSanitizer, ThreadSanitizer, LeakSanitizer): each refuses to run
+/// unless it is the first library loaded ("ASan runtime does not come
+/// first in initial library list"), which a preloaded library would take
+/// from it.
 fn sanitizer_runtime(path: &Path) -> Option<String> {
     const RUNTIMES: [&str; 6] = [
         "libasan.so",
@@ -318,9 +212,18 @@ fn sanitizer_runtime(path: &Path) -> Option<String> {
         "libclang_rt.asan",
         "libclang_rt.tsan",
     ];
-    needed_libraries(path)
+    crate::elf::needed(path)
         .into_iter()
         .find(|n| RUNTIMES.iter().any(|r| n.starts_with(r)))
+}
+
+/// Whether the executable at `path` is a Go program (its build id's note
+/// or its build information's section), whose runtime ends the process
+/// with the `exit_group` system call itself, past every hook.
+fn is_go(path: &Path) -> bool {
+    crate::elf::sections(path)
+        .iter()
+        .any(|s| s == ".go.buildinfo" || s == ".note.go.buildid")
 }
 
 fn shell_code(status: std::process::ExitStatus) -> u8 {
@@ -656,6 +559,17 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             eprintln!(
                 "heapledger: {} is built with a sanitizer, whose runtime ({runtime}) must be loaded first and whose allocator then stands before heapledger's: nothing of it can be recorded (profile a build without -fsanitize)",
                 o.program.to_string_lossy(),
+            );
+            return Ok(if code == 0 { 1 } else { code });
+        }
+        if empty.contains(&pid)
+            && status.signal().is_none()
+            && resolve_program(&o.program).is_some_and(|p| is_go(&p))
+        {
+            eprintln!(
+                "heapledger: {} is a Go program, whose runtime ends the process with the exit_group system call itself, past every hook: the recorder had no time to write its data and no profile was made (a run longer than --checkpoint-every, {} s, keeps what its last checkpoint saw)",
+                o.program.to_string_lossy(),
+                o.checkpoint_every.as_secs_f64(),
             );
             return Ok(if code == 0 { 1 } else { code });
         }

@@ -1,0 +1,3 @@
+module go_cgo
+
+go 1.19
