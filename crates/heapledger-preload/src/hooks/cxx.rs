@@ -121,19 +121,9 @@ macro_rules! resolver {
         unsafe extern "C" fn $name() {
             core::arch::naked_asm!(
                 ".cfi_startproc",
-                "push rdi",
-                ".cfi_adjust_cfa_offset 8",
-                "push rsi",
-                ".cfi_adjust_cfa_offset 8",
-                "push rdx",
-                ".cfi_adjust_cfa_offset 8",
+                push_cfi!("rdi", "rsi", "rdx"),
                 "call {resolve}",
-                "pop rdx",
-                ".cfi_adjust_cfa_offset -8",
-                "pop rsi",
-                ".cfi_adjust_cfa_offset -8",
-                "pop rdi",
-                ".cfi_adjust_cfa_offset -8",
+                pop_cfi!("rdx", "rsi", "rdi"),
                 "jmp qword ptr [rip + {next} + {off}]",
                 ".cfi_endproc",
                 resolve = sym resolve,
@@ -187,37 +177,29 @@ resolver!(resolve_18, 18);
 resolver!(resolve_19, 19);
 
 /// A routed `new`: heapledger's `malloc` (size in rdi), whose hook records
-/// the block; on null, the allocator's own `new` of slot `$slot`, with the
-/// arguments it was given (`$keep` registers pushed; an odd count keeps
-/// the call aligned). The frame's unwind rules let a capture step out of
-/// it; its address, in heapledger's own code, is dropped from stacks when
-/// the profile is made.
+/// the block, or for an aligned `new` (alignment in rsi) its `memalign`
+/// (alignment, size: the two swapped first); on null, the allocator's own
+/// `new` of slot `$slot`, with the arguments it was given (three registers
+/// kept: at most three arguments, and the call aligned). The frame's
+/// unwind rules let a capture step out of it; its address, in heapledger's
+/// own code, is dropped from stacks when the profile is made.
 macro_rules! route_new {
-    ($name:ident, $slot:literal) => {
+    ($name:ident, $slot:literal, $prepare:literal, $alloc:path) => {
         #[unsafe(naked)]
         unsafe extern "C" fn $name() {
             core::arch::naked_asm!(
                 ".cfi_startproc",
-                "push rdi",
-                ".cfi_adjust_cfa_offset 8",
-                "push rsi",
-                ".cfi_adjust_cfa_offset 8",
-                "push rdx",
-                ".cfi_adjust_cfa_offset 8",
-                "call {malloc}",
-                "pop rdx",
-                ".cfi_adjust_cfa_offset -8",
-                "pop rsi",
-                ".cfi_adjust_cfa_offset -8",
-                "pop rdi",
-                ".cfi_adjust_cfa_offset -8",
+                push_cfi!("rdi", "rsi", "rdx"),
+                $prepare,
+                "call {alloc}",
+                pop_cfi!("rdx", "rsi", "rdi"),
                 "test rax, rax",
                 "jz 2f",
                 "ret",
                 "2:",
                 "jmp qword ptr [rip + {own} + {off}]",
                 ".cfi_endproc",
-                malloc = sym super::lean::malloc,
+                alloc = sym $alloc,
                 own = sym OWN,
                 off = const 8 * $slot,
             )
@@ -225,50 +207,14 @@ macro_rules! route_new {
     };
 }
 
-/// A routed aligned `new` (size in rdi, alignment in rsi): heapledger's
-/// `memalign(alignment, size)`, as `route_new`.
-macro_rules! route_new_aligned {
-    ($name:ident, $slot:literal) => {
-        #[unsafe(naked)]
-        unsafe extern "C" fn $name() {
-            core::arch::naked_asm!(
-                ".cfi_startproc",
-                "push rdi",
-                ".cfi_adjust_cfa_offset 8",
-                "push rsi",
-                ".cfi_adjust_cfa_offset 8",
-                "push rdx",
-                ".cfi_adjust_cfa_offset 8",
-                "xchg rdi, rsi",
-                "call {memalign}",
-                "pop rdx",
-                ".cfi_adjust_cfa_offset -8",
-                "pop rsi",
-                ".cfi_adjust_cfa_offset -8",
-                "pop rdi",
-                ".cfi_adjust_cfa_offset -8",
-                "test rax, rax",
-                "jz 2f",
-                "ret",
-                "2:",
-                "jmp qword ptr [rip + {own} + {off}]",
-                ".cfi_endproc",
-                memalign = sym super::alloc::memalign,
-                own = sym OWN,
-                off = const 8 * $slot,
-            )
-        }
-    };
-}
-
-route_new!(route_0, 0);
-route_new!(route_1, 1);
-route_new!(route_2, 2);
-route_new!(route_3, 3);
-route_new_aligned!(route_4, 4);
-route_new_aligned!(route_5, 5);
-route_new_aligned!(route_6, 6);
-route_new_aligned!(route_7, 7);
+route_new!(route_0, 0, "", super::lean::malloc);
+route_new!(route_1, 1, "", super::lean::malloc);
+route_new!(route_2, 2, "", super::lean::malloc);
+route_new!(route_3, 3, "", super::lean::malloc);
+route_new!(route_4, 4, "xchg rdi, rsi", super::alloc::memalign);
+route_new!(route_5, 5, "xchg rdi, rsi", super::alloc::memalign);
+route_new!(route_6, 6, "xchg rdi, rsi", super::alloc::memalign);
+route_new!(route_7, 7, "xchg rdi, rsi", super::alloc::memalign);
 
 /// A routed `delete` of any form: heapledger's `free`, which takes the
 /// pointer in rdi and ignores the size and alignment.

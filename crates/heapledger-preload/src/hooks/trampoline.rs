@@ -6,6 +6,22 @@
 //! capturing the caller's stack depends on no compiler setting (frame
 //! pointers or not, inlining, tail calls) in this library.
 
+/// Pushes the registers named, in order, each with its unwind rule (the
+/// canonical frame address 8 bytes further), for naked entries that keep
+/// their arguments around a call.
+macro_rules! push_cfi {
+    ($($reg:literal),*) => {
+        concat!($("push ", $reg, "\n.cfi_adjust_cfa_offset 8\n",)*)
+    };
+}
+
+/// Pops the registers named, in order (the reverse of their `push_cfi!`).
+macro_rules! pop_cfi {
+    ($($reg:literal),*) => {
+        concat!($("pop ", $reg, "\n.cfi_adjust_cfa_offset -8\n",)*)
+    };
+}
+
 /// The body of a trampoline: builds a frame record (rbp pushed, rbp = rsp),
 /// passes its address in `$reg` (the argument after the function's own) to
 /// `{imp}`, and returns what it returns. Stack capture starts from this
