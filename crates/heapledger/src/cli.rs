@@ -94,6 +94,13 @@ enum Command {
         /// condition variables, joins, semaphores).
         #[arg(long)]
         no_waits: bool,
+        /// Leave Python's small-object allocator (pymalloc) in place. By
+        /// default the program gets PYTHONMALLOC=malloc (unless it is set),
+        /// since pymalloc serves Python's objects from arenas that no malloc
+        /// hook sees (a script that makes 200 000 objects: 3 500 allocations
+        /// recorded instead of 1.5 million).
+        #[arg(long)]
+        pymalloc: bool,
         /// Entries each thread keeps of its time lost, the longest (1 to
         /// 64).
         #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -482,6 +489,7 @@ pub fn main() -> Result<u8> {
             snapshot_when_above,
             only_lib,
             no_waits,
+            pymalloc,
             waits_top,
             top,
             quiet,
@@ -523,6 +531,7 @@ pub fn main() -> Result<u8> {
                 only_lib,
                 waits: !no_waits,
                 waits_top,
+                pymalloc,
             })
         }
         Command::Ctl { pid, command } => crate::ctl::ctl(pid, &command.join(" ")),

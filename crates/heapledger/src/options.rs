@@ -51,4 +51,6 @@ pub struct RunOptions {
     /// `waits_top` longest entries.
     pub waits: bool,
     pub waits_top: u32,
+    /// Leave Python's pymalloc in place (no PYTHONMALLOC=malloc).
+    pub pymalloc: bool,
 }

@@ -426,6 +426,11 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         } else {
             c.env("HEAPLEDGER_ONLY_LIB", o.only_lib.join(":"));
         }
+        // Python's objects reach malloc only without pymalloc (see
+        // `--pymalloc`); a PYTHONMALLOC of the user's own stands.
+        if !o.pymalloc && std::env::var_os("PYTHONMALLOC").is_none() {
+            c.env("PYTHONMALLOC", "malloc");
+        }
         c.args(script)
             .args(&o.args)
             .env("LD_PRELOAD", &preload)
