@@ -134,6 +134,7 @@ pub fn write_whole_with(
     let name = target
         .file_name()
         .map_or_else(|| "profile".into(), |n| n.to_string_lossy().into_owned());
+    remove_stale_temporaries(dir, &name);
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     // Named before it exists, so that a second interrupt removes it
     // whenever it comes.
@@ -169,6 +170,35 @@ pub fn write_whole_with(
     WRITING.store(std::ptr::null_mut(), Ordering::SeqCst);
     crate::fatal::writing(std::ptr::null_mut());
     result
+}
+
+/// Removes the temporary files (`.NAME.PID.tmp`) that a heapledger killed
+/// while it wrote `dir/NAME` left (by SIGKILL, the OOM killer: no handler
+/// runs), hundreds of MB for a large profile, hidden, and never removed
+/// otherwise. Only those of a process that is gone: a pid in use (another
+/// heapledger writing there now, or a pid used again) keeps its file.
+fn remove_stale_temporaries(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let pid = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|r| r.strip_suffix(".tmp"))
+            .and_then(|p| p.parse::<libc::pid_t>().ok());
+        let Some(pid) = pid.filter(|&p| p > 0) else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } == -1
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Writes the profile store of a run (the main process first), whole or

@@ -387,3 +387,39 @@ fn assert_no_panic_text(stderr: &str) {
         "{stderr}"
     );
 }
+
+/// A heapledger killed while it writes (SIGKILL, the OOM killer: no
+/// handler runs) leaves its temporary file, `.NAME.PID.tmp`, hidden beside
+/// the profile and as large as it: the next run that writes there removes
+/// those of processes that are gone, and keeps one whose process runs.
+#[test]
+fn a_killed_writers_temporary_file_is_removed_by_the_next_run() {
+    let tmp = TempDir::new("stale-tmp");
+    let mut gone = Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let stale = tmp.join(format!(".p.sqlite.{gone_pid}.tmp"));
+    let live = tmp.join(format!(".p.sqlite.{}.tmp", std::process::id()));
+    let other = tmp.join(format!(".q.sqlite.{gone_pid}.tmp"));
+    for f in [&stale, &live, &other] {
+        std::fs::write(f, b"partial").unwrap();
+    }
+    let out = tmp.join("p.sqlite");
+    let o = Command::new(heapledger())
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(out.exists());
+    assert!(!stale.exists(), "the stale temporary file is still there");
+    assert!(
+        live.exists(),
+        "a running process's temporary file was removed"
+    );
+    assert!(
+        other.exists(),
+        "another profile's temporary file was removed"
+    );
+}
