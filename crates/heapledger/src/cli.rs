@@ -193,6 +193,11 @@ enum Command {
         /// The directory to write the profiles in.
         #[arg(short, long, value_name = "DIR", default_value = ".")]
         output: PathBuf,
+        /// Look for raw data only in this directory (again for more); by
+        /// default in $TMPDIR, /tmp, /var/tmp and /dev/shm, where `run`
+        /// leaves it.
+        #[arg(long = "in", value_name = "DIR")]
+        within: Vec<PathBuf>,
     },
     /// Check a profile against memory budgets, for CI: exit 0 within every
     /// budget, 1 with one line per budget exceeded.
@@ -593,7 +598,7 @@ pub fn main() -> Result<u8> {
             after(&file, &o);
             Ok(0)
         }
-        Command::Recover { output } => crate::recover::recover(&output),
+        Command::Recover { output, within } => crate::recover::recover(&output, &within),
         Command::Diff {
             base,
             new,

@@ -293,7 +293,7 @@ impl Pending {
             } else {
                 // Read a window at a time, never held whole (see
                 // `decode_read`).
-                match heapledger_wire::decode_read(file, len) {
+                match decode_whole(file, len) {
                     Ok(d) => l.dump = Some(d),
                     Err(heapledger_wire::DecodeError::Truncated) if self.running => {
                         if !read_checkpoint(&mut l) {
@@ -360,7 +360,30 @@ pub(crate) fn exe_name(d: &heapledger_wire::Dump) -> String {
 /// file reads as an empty one).
 fn decode_file(path: &Path) -> Result<heapledger_wire::Dump, heapledger_wire::DecodeError> {
     match std::fs::File::open(path).and_then(|f| Ok((f.metadata()?.len(), f))) {
-        Ok((len, f)) => heapledger_wire::decode_read(f, len),
+        Ok((len, f)) => decode_whole(f, len),
         Err(_) => heapledger_wire::decode(&[]),
     }
+}
+
+/// `decode_read` of the `len` bytes of `file`, where an error
+/// in a file that does not end with the last record's tag (`End`, which
+/// every complete dump and checkpoint ends with) is its truncation: a
+/// process that died or ran out of room while writing it (a full
+/// `$TMPDIR`), whose last record is cut, not bad.
+fn decode_whole(
+    file: std::fs::File,
+    len: u64,
+) -> Result<heapledger_wire::Dump, heapledger_wire::DecodeError> {
+    use std::os::unix::fs::FileExt;
+    let mut last = [0u8];
+    let whole = len > 0
+        && file.read_at(&mut last, len - 1).is_ok()
+        && last[0] == heapledger_wire::Tag::End as u8;
+    heapledger_wire::decode_read(file, len).map_err(|e| {
+        if whole {
+            e
+        } else {
+            heapledger_wire::DecodeError::Truncated
+        }
+    })
 }

@@ -104,11 +104,17 @@ pub fn mention_leftovers() {
     eprintln!("heapledger: {what}; `heapledger recover` turns it into profiles and removes it");
 }
 
-/// `heapledger recover`: turns the raw data of interrupted runs into
-/// profiles in `out_dir` (`heapledger-<exe>-<pid>.json`), and removes it.
+/// `heapledger recover`: turns the raw data of interrupted runs, found in
+/// `within` (by default where `run` leaves it), into profiles in
+/// `out_dir` (`heapledger-<exe>-<pid>.sqlite`), and removes it.
 /// Returns the exit code: 0, or 1 where some data could not be read.
-pub fn recover(out_dir: &Path) -> Result<u8> {
-    let found = leftovers(&crate::dumps::temp_bases());
+pub fn recover(out_dir: &Path, within: &[PathBuf]) -> Result<u8> {
+    let bases = if within.is_empty() {
+        crate::dumps::temp_bases()
+    } else {
+        within.to_vec()
+    };
+    let found = leftovers(&bases);
     if found.is_empty() {
         eprintln!("heapledger: no profile data of an interrupted run was found");
         return Ok(0);

@@ -260,7 +260,8 @@ fn heapledger_out_of_memory_says_so_keeps_the_exit_code_and_the_raw_data() {
     let recovered = dir.join("recovered");
     std::fs::create_dir(&recovered).unwrap();
     let r = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .arg("recover")
+        .args(["recover", "--in"])
+        .arg(&tmpdir)
         .arg("-o")
         .arg(&recovered)
         .env("TMPDIR", &tmpdir)

@@ -175,7 +175,8 @@ fn a_full_disk_leaves_no_truncated_profile() {
     let recovered = tmp.join("recovered");
     std::fs::create_dir(&recovered).unwrap();
     let r = std::process::Command::new(heapledger())
-        .arg("recover")
+        .args(["recover", "--in"])
+        .arg(&raw)
         .arg("-o")
         .arg(&recovered)
         .env("TMPDIR", &raw)
@@ -276,7 +277,9 @@ fn an_interrupted_runs_data_is_found_and_recovered() {
 
     let recovered = tmp.join("recovered");
     let mut c = Command::new(heapledger());
-    c.args(["recover", "-o"])
+    c.args(["recover", "--in"])
+        .arg(&tmpdir)
+        .arg("-o")
         .arg(&recovered)
         .env("TMPDIR", &tmpdir);
     let o = run(c, DEFAULT_LIMIT);
@@ -422,4 +425,44 @@ fn a_killed_writers_temporary_file_is_removed_by_the_next_run() {
         other.exists(),
         "another profile's temporary file was removed"
     );
+}
+
+/// Raw data that does not fit in `$TMPDIR` (a small tmpfs): the recorder
+/// says so, and heapledger calls the cut dump what it is, truncated, not a
+/// "bad record" (the file does not end with its last record's tag); no
+/// profile, the program's run to its end, and exit 1 for its 0.
+#[test]
+fn raw_data_that_does_not_fit_is_called_truncated() {
+    let tmp = TempDir::new("full-tmpdir");
+    let exe = compile("many_stacks.c", tmp.path(), &["-O0"]);
+    let raw = tmp.join("raw");
+    std::fs::create_dir(&raw).unwrap();
+    let out = tmp.join("p.sqlite");
+    let script = format!(
+        "mount -t tmpfs -o size=256k tmpfs '{raw}' || exit 99; \
+         TMPDIR='{raw}' '{hl}' run -q -o '{out}' -- '{exe}' 14",
+        raw = raw.display(),
+        hl = heapledger().display(),
+        out = out.display(),
+        exe = exe.display(),
+    );
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+    let o = run(c, DEFAULT_LIMIT);
+    if o.code == Some(99) || o.stderr.contains("unshare:") {
+        eprintln!("skipped: cannot mount a small tmpfs here: {}", o.stderr);
+        return;
+    }
+    assert_no_panic(&o, "heapledger run with a full TMPDIR");
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    let lines = o.stderr_lines();
+    assert_eq!(lines.len(), 3, "{}", o.stderr);
+    assert!(lines[0].contains("no space left"), "{}", o.stderr);
+    assert!(lines[1].contains("dump is truncated"), "{}", o.stderr);
+    assert!(
+        lines[2].contains("no readable profile data"),
+        "{}",
+        o.stderr
+    );
+    assert!(!out.exists());
 }

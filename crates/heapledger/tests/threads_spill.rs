@@ -110,7 +110,9 @@ fn recorded_handing_over(
 
     let out = dir.join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["recover", "-o"])
+        .args(["recover", "--in"])
+        .arg(&tmpdir)
+        .arg("-o")
         .arg(&out)
         .env("TMPDIR", &tmpdir)
         .output()
