@@ -147,6 +147,10 @@ fn every_form_of_new_and_delete_alone() {
     let (exe, _) = build(&dir);
     let p = run_with(&dir, None, &exe, &["huge"]);
     check(&p, "glibc");
+    // The request of 2^62 bytes that failed is a call, but no bytes: they
+    // made the program's total 4 EiB.
+    let m = p.call_totals().malloc;
+    assert!(m.sum < 1 << 20, "{m:?}");
 }
 
 #[test]

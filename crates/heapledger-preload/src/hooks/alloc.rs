@@ -65,7 +65,11 @@ fn on_alloc(
         // Recording off for this thread (`heapledger_disable`).
         return NOT_RECORDED;
     }
-    count_call(st, calls, f, size as u64, dt);
+    // A failed request is a call, but allocates nothing: its bytes (a
+    // program's probe of 2^62 bytes) would swamp the function's total, as
+    // a failed realloc's do not either.
+    let bytes = if p.is_null() { 0 } else { size as u64 };
+    count_call(st, calls, f, bytes, dt);
     if p.is_null() {
         return NOT_RECORDED;
     }
