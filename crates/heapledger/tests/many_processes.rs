@@ -4,7 +4,7 @@
 //! written, then freed, before the next. `run` held every dump and every
 //! profile at once until the end, and grew with each process: 163 MB for a
 //! `make -j2` of 59 C files (178 processes), now 48 MB. The test compares
-//! heapledger's own peak (`HEAPLEDGER_PHASES=1`) for 2 and for 24 such
+//! heapledger's own peak (`HEAPLEDGER_PHASES=1`) for 2 and for 60 such
 //! processes, and reads every process back from the store.
 
 mod support;
@@ -44,14 +44,14 @@ fn many_processes_are_written_one_at_a_time() {
     let tmp = TempDir::new("many-processes");
     let exe = compile("many_stacks.c", tmp.path(), &["-O0"]);
     let (few, _) = run(&tmp, &exe, 2);
-    let (many, store) = run(&tmp, &exe, 24);
-    // Every process is in the store: the shell and its 24 children, each
+    let (many, store) = run(&tmp, &exe, 60);
+    // Every process is in the store: the shell and its 60 children, each
     // child with its 8 192 allocations.
     let c = rusqlite::Connection::open(&store).unwrap();
     let n: u32 = c
         .query_row("SELECT count(*) FROM process", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(n, 25);
+    assert_eq!(n, 61);
     let pids: Vec<u32> = c
         .prepare("SELECT pid FROM process WHERE NOT is_main")
         .unwrap()
@@ -70,10 +70,12 @@ fn many_processes_are_written_one_at_a_time() {
         let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(r["calls"]["malloc"]["count"], 8192, "{pid}: {}", r["calls"]);
     }
-    // Held all at once, 22 more processes took about 0.85 MB each (38 MB
-    // for 2, 57 MB for 24, in a test build); one at a time, 39 and 40 MB.
+    // Held all at once, each process took about 0.85 MB more (38 MB for
+    // 2, 57 MB for 24, in a test build: 50 MB more for 60); one at a time,
+    // 39 and 40 MB for 2 and 24, and up to 8 MB more on a busy machine
+    // (where the writer falls behind and the threads' arenas keep more).
     assert!(
-        many < few + 8,
-        "heapledger's peak: {few} MB for 2 processes, {many} MB for 24"
+        many < few + 20,
+        "heapledger's peak: {few} MB for 2 processes, {many} MB for 60"
     );
 }
