@@ -148,6 +148,60 @@ pub fn sections(path: &Path) -> Vec<String> {
     found.unwrap_or_default()
 }
 
+/// The first of `names` that `path`'s symbol names hold (its `.dynstr` or
+/// `.strtab`: a function it defines or calls), read a MiB at a time.
+pub fn names_any<'a>(path: &Path, names: &[&'a str]) -> Option<&'a str> {
+    let mut e = Elf::open(path)?;
+    let h = &e.header;
+    let (off, size, n, names_at) = (
+        num(h, 40, 8)?,
+        num(h, 58, 2)?,
+        num(h, 60, 2)?,
+        num(h, 62, 2)?,
+    );
+    let t = e.read_at(off, size.checked_mul(n)?)?;
+    let header = |i: u64| -> Option<(u64, u64, u64, u64)> {
+        let at = usize::try_from(i.checked_mul(size)?).ok()?;
+        Some((
+            num(&t, at, 4)?,
+            num(&t, at + 4, 4)?,
+            num(&t, at + 24, 8)?,
+            num(&t, at + 32, 8)?,
+        ))
+    };
+    let (_, _, strings_off, strings_size) = header(names_at)?;
+    let section_names = e.read_at(strings_off, strings_size)?;
+    // Each name as it stands in a string table: between two NULs.
+    let needles: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| [&[0u8][..], n.as_bytes(), &[0]].concat())
+        .collect();
+    let longest = needles.iter().map(Vec::len).max().unwrap_or(0) as u64;
+    const SHT_STRTAB: u64 = 3;
+    for i in 0..n {
+        let Some((name, kind, offset, len)) = header(i) else {
+            continue;
+        };
+        let section = Elf::string(&section_names, name).unwrap_or_default();
+        if kind != SHT_STRTAB || (section != ".dynstr" && section != ".strtab") {
+            continue;
+        }
+        // A window a MiB long, each overlapping the last by a name.
+        let step = (1 << 20) - longest;
+        let mut at = 0;
+        while at < len {
+            let chunk = e.read_at(offset + at, (len - at).min(1 << 20))?;
+            for (needle, name) in needles.iter().zip(names) {
+                if chunk.windows(needle.len()).any(|w| w == &needle[..]) {
+                    return Some(name);
+                }
+            }
+            at += step;
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +218,11 @@ mod tests {
         let s = sections(&me);
         assert!(s.iter().any(|n| n == ".text"), "{s:?}");
         assert!(s.iter().any(|n| n == ".dynamic"), "{s:?}");
+        assert_eq!(
+            names_any(&me, &["no_such_name_x", "malloc"]),
+            Some("malloc")
+        );
+        assert_eq!(names_any(&me, &["no_such_name_x"]), None);
     }
 
     #[test]
@@ -173,6 +232,7 @@ mod tests {
             assert!(!without_interpreter(p));
             assert!(needed(p).is_empty());
             assert!(sections(p).is_empty());
+            assert_eq!(names_any(p, &["malloc"]), None);
         }
     }
 }

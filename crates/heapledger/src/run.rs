@@ -226,6 +226,23 @@ fn is_go(path: &Path) -> bool {
         .any(|s| s == ".go.buildinfo" || s == ".note.go.buildid")
 }
 
+/// An allocator's own entry point that the executable at `path` names
+/// (defines or calls), and the allocator: its calls bypass `malloc`.
+fn own_allocator(path: &Path) -> Option<(&'static str, &'static str)> {
+    const APIS: [(&str, &str); 7] = [
+        ("mi_malloc", "mimalloc"),
+        ("mi_malloc_aligned", "mimalloc"),
+        ("_rjem_mallocx", "jemalloc"),
+        ("_rjem_malloc", "jemalloc"),
+        ("tc_malloc", "tcmalloc"),
+        ("sn_rust_alloc", "snmalloc"),
+        ("rpmalloc", "rpmalloc"),
+    ];
+    let names: Vec<&str> = APIS.iter().map(|a| a.0).collect();
+    let f = crate::elf::names_any(path, &names)?;
+    APIS.iter().find(|a| a.0 == f).copied()
+}
+
 fn shell_code(status: std::process::ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,
@@ -755,6 +772,16 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             "heapledger: {} defines {} itself, before heapledger's: those calls are not in the profile",
             heapledger_profile::basename(&u.by),
             u.functions.join(", ")
+        );
+    }
+    // An allocator the program calls by its own names (linked in under a
+    // prefix, as Rust's mimalloc and jemallocator crates do), which never
+    // reaches malloc: nothing says so otherwise, and the profile looks
+    // merely small.
+    if let Some((f, which)) = resolve_program(&o.program).and_then(|p| own_allocator(&p)) {
+        eprintln!(
+            "heapledger: {} calls {f}, {which}'s own function rather than malloc: what that allocator serves is not in the profile",
+            o.program.to_string_lossy()
         );
     }
     if !o.quiet {

@@ -136,3 +136,26 @@ fn a_sanitized_program_runs_as_alone() {
         }
     }
 }
+
+/// An allocator linked in under names of its own (`mi_malloc`, as Rust's
+/// mimalloc crate links mimalloc; jemallocator's `_rjem_mallocx`): its
+/// blocks never reach malloc, and the profile only looked small. The run
+/// now names the function in one line; the program runs as alone.
+#[test]
+fn an_allocator_under_its_own_names_is_named() {
+    let dir = Scratch::new("own-names");
+    let exe = dir.join("own_names");
+    compile("cc", &["own_names.c"], SITE_FLAGS, &exe);
+    let out = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &out, &exe, &[] as &[&str]);
+    assert_eq!(o.status.code(), Some(6), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "own_names: 1\n");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "heapledger: {} calls mi_malloc, mimalloc's own function rather than malloc: what that allocator serves is not in the profile\n",
+            exe.display()
+        )
+    );
+    assert!(out.exists());
+}
