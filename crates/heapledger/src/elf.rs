@@ -176,6 +176,10 @@ pub fn names_any<'a>(path: &Path, names: &[&'a str]) -> Option<&'a str> {
         .iter()
         .map(|n| [&[0u8][..], n.as_bytes(), &[0]].concat())
         .collect();
+    let finders: Vec<memchr::memmem::Finder> = needles
+        .iter()
+        .map(|n| memchr::memmem::Finder::new(n))
+        .collect();
     let longest = needles.iter().map(Vec::len).max().unwrap_or(0) as u64;
     const SHT_STRTAB: u64 = 3;
     for i in 0..n {
@@ -191,8 +195,8 @@ pub fn names_any<'a>(path: &Path, names: &[&'a str]) -> Option<&'a str> {
         let mut at = 0;
         while at < len {
             let chunk = e.read_at(offset + at, (len - at).min(1 << 20))?;
-            for (needle, name) in needles.iter().zip(names) {
-                if chunk.windows(needle.len()).any(|w| w == &needle[..]) {
+            for (finder, name) in finders.iter().zip(names) {
+                if finder.find(&chunk).is_some() {
                     return Some(name);
                 }
             }
