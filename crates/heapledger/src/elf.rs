@@ -176,10 +176,8 @@ pub fn names_any<'a>(path: &Path, names: &[&'a str]) -> Option<&'a str> {
         .iter()
         .map(|n| [&[0u8][..], n.as_bytes(), &[0]].concat())
         .collect();
-    let finders: Vec<memchr::memmem::Finder> = needles
-        .iter()
-        .map(|n| memchr::memmem::Finder::new(n))
-        .collect();
+    let finders: Vec<memchr::memmem::Finder> =
+        needles.iter().map(memchr::memmem::Finder::new).collect();
     let longest = needles.iter().map(Vec::len).max().unwrap_or(0) as u64;
     const SHT_STRTAB: u64 = 3;
     for i in 0..n {
