@@ -19,6 +19,11 @@ fn a_program_in_a_seccomp_sandbox_is_profiled() {
     flags.push("-pthread");
     compile("cc", &["seccomp_filter.c"], &flags, &exe);
     let alone = Command::new(&exe).output().unwrap();
+    if alone.status.code() == Some(9) {
+        // A container that forbids installing a seccomp filter.
+        eprintln!("skipped: no seccomp filter can be installed here: {alone:?}");
+        return;
+    }
     assert_eq!(alone.status.code(), Some(6), "{alone:?}");
     let store = dir.join("p.sqlite");
     let o = heapledger_run("dwarf", &store, &exe, &[] as &[&str]);
