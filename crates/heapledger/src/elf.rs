@@ -120,57 +120,68 @@ pub fn needed(path: &Path) -> Vec<String> {
     found.unwrap_or_default()
 }
 
-/// The names of `path`'s sections; empty where it has no section headers
-/// or is no ELF file.
-pub fn sections(path: &Path) -> Vec<String> {
-    let found = (|| {
-        let mut e = Elf::open(path)?;
-        let h = &e.header;
+/// A section: its name, type, offset in the file and size.
+struct Section {
+    name: String,
+    kind: u64,
+    offset: u64,
+    size: u64,
+}
+
+impl Elf {
+    /// The section headers, named from the section names' table.
+    fn sections(&mut self) -> Option<Vec<Section>> {
+        let h = &self.header;
         let (off, size, n, names_at) = (
             num(h, 40, 8)?,
             num(h, 58, 2)?,
             num(h, 60, 2)?,
             num(h, 62, 2)?,
         );
-        let t = e.read_at(off, size.checked_mul(n)?)?;
-        let header = |i: u64| -> Option<(u64, u64, u64)> {
+        let t = self.read_at(off, size.checked_mul(n)?)?;
+        let header = |i: u64| -> Option<(u64, u64, u64, u64)> {
             let at = usize::try_from(i.checked_mul(size)?).ok()?;
-            Some((num(&t, at, 4)?, num(&t, at + 24, 8)?, num(&t, at + 32, 8)?))
+            Some((
+                num(&t, at, 4)?,
+                num(&t, at + 4, 4)?,
+                num(&t, at + 24, 8)?,
+                num(&t, at + 32, 8)?,
+            ))
         };
-        let (_, strings_off, strings_size) = header(names_at)?;
-        let strings = e.read_at(strings_off, strings_size)?;
+        let (_, _, names_off, names_size) = header(names_at)?;
+        let names = self.read_at(names_off, names_size)?;
         Some(
             (0..n)
-                .filter_map(|i| Elf::string(&strings, header(i)?.0))
+                .filter_map(|i| {
+                    let (name, kind, offset, size) = header(i)?;
+                    Some(Section {
+                        name: Elf::string(&names, name)?,
+                        kind,
+                        offset,
+                        size,
+                    })
+                })
                 .collect(),
         )
-    })();
-    found.unwrap_or_default()
+    }
+}
+
+/// The names of `path`'s sections; empty where it has no section headers
+/// or is no ELF file.
+pub fn sections(path: &Path) -> Vec<String> {
+    let found = Elf::open(path).and_then(|mut e| e.sections());
+    found
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.name)
+        .collect()
 }
 
 /// The first of `names` that `path`'s symbol names hold (its `.dynstr` or
 /// `.strtab`: a function it defines or calls), read a MiB at a time.
 pub fn names_any<'a>(path: &Path, names: &[&'a str]) -> Option<&'a str> {
     let mut e = Elf::open(path)?;
-    let h = &e.header;
-    let (off, size, n, names_at) = (
-        num(h, 40, 8)?,
-        num(h, 58, 2)?,
-        num(h, 60, 2)?,
-        num(h, 62, 2)?,
-    );
-    let t = e.read_at(off, size.checked_mul(n)?)?;
-    let header = |i: u64| -> Option<(u64, u64, u64, u64)> {
-        let at = usize::try_from(i.checked_mul(size)?).ok()?;
-        Some((
-            num(&t, at, 4)?,
-            num(&t, at + 4, 4)?,
-            num(&t, at + 24, 8)?,
-            num(&t, at + 32, 8)?,
-        ))
-    };
-    let (_, _, strings_off, strings_size) = header(names_at)?;
-    let section_names = e.read_at(strings_off, strings_size)?;
+    let sections = e.sections()?;
     // Each name as it stands in a string table: between two NULs.
     let needles: Vec<Vec<u8>> = names
         .iter()
@@ -180,12 +191,9 @@ pub fn names_any<'a>(path: &Path, names: &[&'a str]) -> Option<&'a str> {
         needles.iter().map(memchr::memmem::Finder::new).collect();
     let longest = needles.iter().map(Vec::len).max().unwrap_or(0) as u64;
     const SHT_STRTAB: u64 = 3;
-    for i in 0..n {
-        let Some((name, kind, offset, len)) = header(i) else {
-            continue;
-        };
-        let section = Elf::string(&section_names, name).unwrap_or_default();
-        if kind != SHT_STRTAB || (section != ".dynstr" && section != ".strtab") {
+    for sec in &sections {
+        let (offset, len) = (sec.offset, sec.size);
+        if sec.kind != SHT_STRTAB || (sec.name != ".dynstr" && sec.name != ".strtab") {
             continue;
         }
         // A window a MiB long, each overlapping the last by a name.

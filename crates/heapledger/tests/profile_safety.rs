@@ -122,6 +122,20 @@ fn two_interrupts_while_writing_leave_no_file() {
 /// program ran to its end; the raw data is kept, and `heapledger recover`
 /// writes the profile elsewhere. Needs a tmpfs of 8 KB, mounted in a
 /// mount namespace of the test's own (root); skipped where that cannot be.
+/// Runs `script` with `sh` in a mount namespace of its own, where it
+/// mounts a small tmpfs (exiting 99 if it cannot); None, said on stderr,
+/// where this machine allows neither (the test is then skipped).
+fn with_small_tmpfs(script: &str) -> Option<Outcome> {
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c", script]);
+    let o = run(c, DEFAULT_LIMIT);
+    if o.code == Some(99) || o.stderr.contains("unshare:") {
+        eprintln!("skipped: cannot mount a small tmpfs here: {}", o.stderr);
+        return None;
+    }
+    Some(o)
+}
+
 #[test]
 fn a_full_disk_leaves_no_truncated_profile() {
     let tmp = TempDir::new("full-disk");
@@ -145,13 +159,9 @@ fn a_full_disk_leaves_no_truncated_profile() {
         exe = exe.display(),
         marker = marker.display(),
     );
-    let mut c = Command::new("unshare");
-    c.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
-    let o = run(c, DEFAULT_LIMIT);
-    if o.code == Some(99) || o.stderr.contains("unshare:") {
-        eprintln!("skipped: cannot mount a small tmpfs here: {}", o.stderr);
+    let Some(o) = with_small_tmpfs(&script) else {
         return;
-    }
+    };
     assert_no_panic(&o, "heapledger run onto a full disk");
     assert!(marker.exists(), "the program did not run to its end");
     assert!(
@@ -446,13 +456,9 @@ fn raw_data_that_does_not_fit_is_called_truncated() {
         out = out.display(),
         exe = exe.display(),
     );
-    let mut c = Command::new("unshare");
-    c.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
-    let o = run(c, DEFAULT_LIMIT);
-    if o.code == Some(99) || o.stderr.contains("unshare:") {
-        eprintln!("skipped: cannot mount a small tmpfs here: {}", o.stderr);
+    let Some(o) = with_small_tmpfs(&script) else {
         return;
-    }
+    };
     assert_no_panic(&o, "heapledger run with a full TMPDIR");
     assert_eq!(o.code, Some(1), "{}", o.stderr);
     let lines = o.stderr_lines();
