@@ -423,15 +423,15 @@ fn summary_of(
 
 fn after(file: &std::path::Path, o: &crate::profiles::Opened) {
     if let Some((seq, secs)) = o.checkpoint {
-        eprintln!(
+        say!(
             "heapledger: this process was killed; its profile stops at its checkpoint {seq}, {secs:.1} s after it started"
         );
     }
     if let Some(line) = crate::profiles::others_line(file, &o.others) {
-        eprintln!("heapledger: {line}");
+        say!("heapledger: {line}");
     }
     if let Some(line) = crate::profiles::snapshots_line(file, &o.snapshots) {
-        eprintln!("heapledger: {line}");
+        say!("heapledger: {line}");
     }
 }
 
@@ -442,7 +442,7 @@ pub fn main() -> Result<u8> {
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             // `heapledger` alone: the list of commands, as cargo and git
             // print it, on stderr, and the exit code of a usage error.
-            eprint!("{}", e.render());
+            say_part!("{}", e.render());
             return Ok(2);
         }
         Err(e) if !e.use_stderr() => {
@@ -475,7 +475,7 @@ pub fn main() -> Result<u8> {
                     line.push_str(&format!(" (did you mean '{meant}'?)"));
                 }
             }
-            eprintln!("{line}");
+            say!("{line}");
             return Ok(2);
         }
     };
@@ -514,7 +514,7 @@ pub fn main() -> Result<u8> {
                 let tip = similar_option("run", &name)
                     .map(|o| format!(" (did you mean '{o}'?)"))
                     .unwrap_or_else(|| " (put the program after `--`)".into());
-                eprintln!("error: unexpected argument '{name}' for `heapledger run`{tip}");
+                say!("error: unexpected argument '{name}' for `heapledger run`{tip}");
                 return Ok(2);
             }
             run::run(&RunOptions {
@@ -541,7 +541,8 @@ pub fn main() -> Result<u8> {
         }
         Command::Ctl { pid, command } => crate::ctl::ctl(pid, &command.join(" ")),
         Command::Header => {
-            print!("{}", crate::ctl::HEADER);
+            let _ =
+                std::io::Write::write_all(&mut std::io::stdout(), crate::ctl::HEADER.as_bytes());
             Ok(0)
         }
         Command::Tree {
@@ -594,7 +595,7 @@ pub fn main() -> Result<u8> {
                 collapse,
             };
             crate::export::write(&o, format, weights, &out)?;
-            eprintln!("heapledger: {} written to {}", format.name(), out.display());
+            say!("heapledger: {} written to {}", format.name(), out.display());
             after(&file, &o);
             Ok(0)
         }
@@ -620,7 +621,7 @@ pub fn main() -> Result<u8> {
                 r.map(|(a, b)| {
                     let r = crate::tree::range(o, a, b)
                         .map_err(|e| anyhow::anyhow!("`{}`: {e}", which.display()))?;
-                    eprintln!(
+                    say!(
                         "heapledger: {}: what was allocated from {:.3} s to {:.3} s (the checkpoints around the times asked for)",
                         which.display(),
                         r.from_s,
@@ -635,7 +636,7 @@ pub fn main() -> Result<u8> {
                 let svg = output.unwrap_or_else(|| PathBuf::from("diff.svg"));
                 crate::output::check_writable(Some(&svg))?;
                 crate::export::differential(&b, br.as_deref(), &n, nr.as_deref(), metric, &svg)?;
-                eprintln!(
+                say!(
                     "heapledger: differential flame graph written to {}",
                     svg.display()
                 );
@@ -650,7 +651,7 @@ pub fn main() -> Result<u8> {
             std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
             if let Some(svg) = flamegraph {
                 crate::export::differential(&b, br.as_deref(), &n, nr.as_deref(), metric, &svg)?;
-                eprintln!(
+                say!(
                     "heapledger: differential flame graph written to {}",
                     svg.display()
                 );
@@ -677,13 +678,13 @@ pub fn main() -> Result<u8> {
                 && budgets.allocations.is_none()
                 && budgets.temporary.is_none()
             {
-                eprintln!("error: `heapledger check` needs a budget: --max-peak, --max-leaked, --max-allocations or --max-temporary");
+                say!("error: `heapledger check` needs a budget: --max-peak, --max-leaked, --max-allocations or --max-temporary");
                 return Ok(2);
             }
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             let summary = summary_of(&o, 0)?;
             if budgets.temporary.is_some() && summary.temporary.total.is_none() {
-                eprintln!(
+                say!(
                     "error: {}: this profile does not count temporary allocations (recorded with --sample-every, or not by heapledger): --max-temporary cannot be checked",
                     file.display()
                 );
@@ -692,10 +693,10 @@ pub fn main() -> Result<u8> {
             let verdicts = crate::check::verdicts(&summary, &budgets);
             let over = verdicts.iter().any(|v| v.exceeded());
             if json {
-                println!("{:#}", crate::check::to_json(&verdicts));
+                tell!("{:#}", crate::check::to_json(&verdicts));
             } else {
                 for v in verdicts.iter().filter(|v| v.exceeded()) {
-                    println!("{}", v.line());
+                    tell!("{}", v.line());
                 }
             }
             after(&file, &o);
@@ -712,7 +713,10 @@ pub fn main() -> Result<u8> {
             top,
         } => {
             if print_suppressions {
-                print!("{}", crate::leaks::builtin_suppressions());
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stdout(),
+                    crate::leaks::builtin_suppressions().as_bytes(),
+                );
                 return Ok(0);
             }
             let file = file.expect("required by clap");

@@ -116,13 +116,13 @@ pub fn ctl(pid: u32, command: &str) -> Result<u8> {
     }
     let rest = rest.trim();
     match command.split(' ').next() {
-        Some("snapshot") => println!(
+        Some("snapshot") => tell!(
             "snapshot {} of process {pid} taken (`heapledger report PROFILE --pid {pid} --snapshot {}` once it ends)",
             rest.trim_start_matches("snapshot "),
             rest.trim_start_matches("snapshot ")
         ),
-        Some("reset") => println!("counters of process {pid} reset"),
-        _ => println!("{rest}"),
+        Some("reset") => tell!("counters of process {pid} reset"),
+        _ => tell!("{rest}"),
     }
     Ok(0)
 }

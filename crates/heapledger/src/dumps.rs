@@ -217,8 +217,8 @@ pub(crate) fn plan_dumps(dir: &Path, running: &[u32]) -> Result<Plan> {
         };
         match read {
             Ok(d) if d.snapshot.is_some() => snapshots.push(d),
-            Ok(_) => eprintln!("heapledger: skipping {}: not a snapshot", path.display()),
-            Err(e) => eprintln!("heapledger: skipping {}: {e}", path.display()),
+            Ok(_) => say!("heapledger: skipping {}: not a snapshot", path.display()),
+            Err(e) => say!("heapledger: skipping {}: {e}", path.display()),
         }
         consumed.push(path);
     }
@@ -262,7 +262,7 @@ impl Pending {
                 }
                 Ok(_) => false,
                 Err(e) => {
-                    eprintln!("heapledger: skipping {}: {e}", c.display());
+                    say!("heapledger: skipping {}: {e}", c.display());
                     false
                 }
             }
@@ -273,7 +273,7 @@ impl Pending {
         } else if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
             // The program can write in this directory: a FIFO or a device
             // there would hang the read, and a link lead elsewhere.
-            eprintln!(
+            say!(
                 "heapledger: skipping {}: not a regular file",
                 path.display()
             );
@@ -299,7 +299,7 @@ impl Pending {
                         if !read_checkpoint(&mut l) {
                             // Caught at the deadline, writing its dump as
                             // it ends.
-                            eprintln!(
+                            say!(
                                 "heapledger: skipping {}: the process was still writing it",
                                 path.display()
                             )
@@ -308,7 +308,7 @@ impl Pending {
                     Err(e) => {
                         if !read_checkpoint(&mut l) {
                             l.unreadable = true;
-                            eprintln!("heapledger: skipping {}: {e}", path.display())
+                            say!("heapledger: skipping {}: {e}", path.display())
                         }
                     }
                 }

@@ -164,7 +164,7 @@ pub fn install_panic_hook() {
         .replace(['\n', '\r'], " ");
         // For whoever debugs heapledger: the backtrace, before the line.
         if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
-            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+            say!("{}", std::backtrace::Backtrace::force_capture());
         }
         end(line.as_bytes());
     }));

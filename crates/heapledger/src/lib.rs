@@ -15,6 +15,37 @@
 //! options preload maps date prefault series fatal   leaves
 //! ```
 
+/// `eprintln!` that cannot fail: a message heapledger could not write (its
+/// stderr a pipe closed early, as in `heapledger run -- prog 2>&1 | head`) is
+/// dropped. `eprintln!` panics there, which ended a run before it removed
+/// the raw data, and with exit 134 instead of the program's code.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` that cannot fail (see [`say!`]): `heapledger check ... | head`
+/// keeps its verdict's exit code.
+#[macro_export]
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `eprint!` that cannot fail (see [`say!`]).
+#[macro_export]
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::write!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod check;
 pub mod cli;
 pub mod convert;

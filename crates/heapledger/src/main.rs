@@ -40,7 +40,7 @@ fn main() -> ExitCode {
             if broken_pipe {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("heapledger: {}", one_line(&e));
+            heapledger::say!("heapledger: {}", one_line(&e));
             ExitCode::from(2)
         }
     }

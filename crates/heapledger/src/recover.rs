@@ -101,7 +101,7 @@ pub fn mention_leftovers() {
             found.len() - 1
         )
     };
-    eprintln!("heapledger: {what}; `heapledger recover` turns it into profiles and removes it");
+    say!("heapledger: {what}; `heapledger recover` turns it into profiles and removes it");
 }
 
 /// `heapledger recover`: turns the raw data of interrupted runs, found in
@@ -116,7 +116,7 @@ pub fn recover(out_dir: &Path, within: &[PathBuf]) -> Result<u8> {
     };
     let found = leftovers(&bases);
     if found.is_empty() {
-        eprintln!("heapledger: no profile data of an interrupted run was found");
+        say!("heapledger: no profile data of an interrupted run was found");
         return Ok(0);
     }
     let symbols = heapledger_symbols::Symbols::new();
@@ -159,15 +159,15 @@ pub fn recover(out_dir: &Path, within: &[PathBuf]) -> Result<u8> {
                 d.pid
             ));
             crate::output::write_store(&profiles, &path)?;
-            eprintln!("heapledger: profile written to {}", path.display());
+            say!("heapledger: profile written to {}", path.display());
         }
         // Only now: a recovery that fails (out of memory) leaves the data
         // for the next one.
         crate::dumps::remove_consumed(&read.consumed);
         if std::fs::remove_dir(&l.dir).is_ok() {
-            eprintln!("heapledger: removed {}", l.dir.display());
+            say!("heapledger: removed {}", l.dir.display());
         } else {
-            eprintln!(
+            say!(
                 "heapledger: left {}: what it still holds could not be read",
                 l.dir.display()
             );

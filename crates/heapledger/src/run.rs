@@ -374,7 +374,7 @@ impl Phases {
                 faults(&ru)
             );
         }
-        eprintln!("{line}");
+        say!("{line}");
     }
 }
 
@@ -515,7 +515,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             .map(|(p, n)| format!("{n} ({p})"))
             .collect();
         let n = still_running.len();
-        eprintln!(
+        say!(
             "heapledger: not waiting longer for {n} process{} the program started, still running: {}; {} profile data is left out (--wait-children sets how long to wait)",
             if n == 1 { "" } else { "es" },
             names.join(", "),
@@ -571,14 +571,14 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     phases.mark("read");
     let Some(mut main) = main else {
         if unreadable {
-            eprintln!(
+            say!(
                 "heapledger: no readable profile data of {} (see above)",
                 o.program.to_string_lossy()
             );
             return Ok(if code == 0 { 1 } else { code });
         }
         if let Some(runtime) = &sanitizer {
-            eprintln!(
+            say!(
                 "heapledger: {} is built with a sanitizer, whose runtime ({runtime}) must be loaded first and whose allocator then stands before heapledger's: nothing of it can be recorded (profile a build without -fsanitize)",
                 o.program.to_string_lossy(),
             );
@@ -588,7 +588,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             && status.signal().is_none()
             && resolve_program(&o.program).is_some_and(|p| is_go(&p))
         {
-            eprintln!(
+            say!(
                 "heapledger: {} is a Go program, whose runtime ends the process with the exit_group system call itself, past every hook: the recorder had no time to write its data and no profile was made (a run longer than --checkpoint-every, {} s, keeps what its last checkpoint saw)",
                 o.program.to_string_lossy(),
                 o.checkpoint_every.as_secs_f64(),
@@ -599,13 +599,13 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             // It replaced itself with a program that ran without the
             // recorder: what it did is as it would be alone, and there is
             // nothing of it to profile. Its exit code stands.
-            eprintln!(
+            say!(
                 "heapledger: {} replaced itself with a program that ran without the recorder (its environment no longer named it, as after `env -i` or clearenv): no profile",
                 o.program.to_string_lossy(),
             );
             return Ok(code);
         }
-        eprintln!(
+        say!(
             "heapledger: {} left no profile data ({})",
             o.program.to_string_lossy(),
             why_no_data(&o.program, status)
@@ -643,7 +643,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     // profile has no place for them).
     let n_snapshots = if as_json { 0 } else { snapshots.len() };
     if as_json && !snapshots.is_empty() {
-        eprintln!(
+        say!(
             "heapledger: {} snapshot(s) left out: a JSON profile holds one moment (write the profile store, -o NAME.sqlite)",
             snapshots.len()
         );
@@ -749,17 +749,17 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     phases.print();
     let failed = write_error.is_some();
     if let Some(summary) = summary {
-        eprint!("{summary}");
+        say_part!("{summary}");
     }
     if let Some(e) = &write_error {
         // Without the profile, its raw data stays for `heapledger recover`
         // (written elsewhere, or once there is room), as where heapledger
         // runs out of memory (`fatal`).
         if crate::fatal::profile_was_written() {
-            eprintln!("heapledger: {e:#}");
+            say!("heapledger: {e:#}");
         } else {
             cleanup.1 = true;
-            eprintln!("heapledger: {e:#}; the raw data is kept: `heapledger recover -o DIR` makes the profile");
+            say!("heapledger: {e:#}; the raw data is kept: `heapledger recover -o DIR` makes the profile");
         }
     }
     // The summary says so too; without it, one line.
@@ -768,7 +768,7 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         .as_ref()
         .and_then(|e| e.unhooked.as_ref());
     if let (true, Some(u)) = (o.quiet, unhooked) {
-        eprintln!(
+        say!(
             "heapledger: {} defines {} itself, before heapledger's: those calls are not in the profile",
             heapledger_profile::basename(&u.by),
             u.functions.join(", ")
@@ -779,28 +779,28 @@ pub fn run(o: &RunOptions) -> Result<u8> {
     // reaches malloc: nothing says so otherwise, and the profile looks
     // merely small.
     if let Some((f, which)) = resolve_program(&o.program).and_then(|p| own_allocator(&p)) {
-        eprintln!(
+        say!(
             "heapledger: {} calls {f}, {which}'s own function rather than malloc: what that allocator serves is not in the profile",
             o.program.to_string_lossy()
         );
     }
     if !o.quiet {
         if !failed {
-            eprintln!("heapledger: profile written to {}", out.display());
+            say!("heapledger: profile written to {}", out.display());
         }
         if n_snapshots > 0 && !failed {
-            eprintln!(
+            say!(
                 "heapledger: {n_snapshots} snapshot(s) in the profile (`heapledger report {} --snapshot LABEL` shows one)",
                 out.display()
             );
         }
         if let Some(cdir) = child_dir {
-            eprintln!(
+            say!(
                 "heapledger: {n_children} child process profile(s) in {}",
                 cdir.display()
             );
         } else if !failed && n_children > 0 {
-            eprintln!(
+            say!(
                 "heapledger: {n_children} more process{} in the profile: {} (`heapledger report {} --pid PID` shows one)",
                 if n_children == 1 { "" } else { "es" },
                 children

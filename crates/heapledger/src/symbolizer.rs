@@ -186,7 +186,7 @@ impl Converter {
                         Work::Later(p) => match p.load() {
                             Ok(l) => l.dump,
                             Err(e) => {
-                                eprintln!("heapledger: skipping {}: {e}", p.path().display());
+                                say!("heapledger: skipping {}: {e}", p.path().display());
                                 None
                             }
                         },

@@ -539,9 +539,10 @@ pub fn print(p: &Opened, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
         None => o.range.map(|(a, b)| range(p, a, b)).transpose()?,
     };
     if let Some(r) = range.as_ref().filter(|_| o.range.is_some()) {
-        eprintln!(
+        say!(
             "heapledger: from {:.3} s to {:.3} s (the checkpoints around the times asked for)",
-            r.from_s, r.to_s
+            r.from_s,
+            r.to_s
         );
     }
     let direction = if o.bottom_up {

@@ -447,7 +447,7 @@ fn raw_data_that_does_not_fit_is_called_truncated() {
     let exe = compile("many_stacks.c", tmp.path(), &["-O0"]);
     let raw = tmp.join("raw");
     std::fs::create_dir(&raw).unwrap();
-    let out = tmp.join("p.sqlite");
+    let out = tmp.join("p.json");
     let script = format!(
         "mount -t tmpfs -o size=256k tmpfs '{raw}' || exit 99; \
          TMPDIR='{raw}' '{hl}' run -q -o '{out}' -- '{exe}' 14",
@@ -471,4 +471,35 @@ fn raw_data_that_does_not_fit_is_called_truncated() {
         o.stderr
     );
     assert!(!out.exists());
+}
+
+/// heapledger's stderr a pipe whose reader is gone (`heapledger run --
+/// prog 2>&1 | head` once `head` has its lines): the report is lost, not
+/// the run. The profile is written, the raw data removed, and the exit
+/// code is the program's. Before, the first message panicked: exit 134,
+/// and the raw data left in `$TMPDIR`.
+#[test]
+fn a_closed_stderr_keeps_the_exit_code_and_the_profile() {
+    let tmp = TempDir::new("closed-stderr");
+    let exe = compile("many_stacks.c", tmp.path(), &["-O0"]);
+    let raw = tmp.join("tmpdir");
+    std::fs::create_dir(&raw).unwrap();
+    let out = tmp.join("p.json");
+    let script = format!("'{}' 8; exit 3", exe.display());
+    let mut child = Command::new(heapledger())
+        .args(["run", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .env("TMPDIR", &raw)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert_profile_with_allocations(&out, "a run with its stderr closed");
+    let left: Vec<_> = std::fs::read_dir(&raw).unwrap().flatten().collect();
+    assert!(left.is_empty(), "raw data left: {left:?}");
 }

@@ -145,7 +145,7 @@ pub fn serve(mut viewer: Viewer, port: u16, open_browser: bool) -> Result<()> {
         writeln!(out, "{url}")?;
         out.flush()?;
         drop(out);
-        eprintln!("heapledger: serving the viewer at {url} (Ctrl-C stops it)");
+        say!("heapledger: serving the viewer at {url} (Ctrl-C stops it)");
         if open_browser && has_display() {
             // Whatever the desktop's opener does; the URL is printed anyway.
             let _ = std::process::Command::new("xdg-open")
