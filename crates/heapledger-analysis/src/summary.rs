@@ -294,9 +294,7 @@ impl Summary {
                 program_leaks.push(leak);
             }
         }
-        let mut top_leaks = leak_reports(profile, &program_leaks);
-        let leaking_stacks = top_leaks.len();
-        top_leaks.truncate(options.top);
+        let (top_leaks, leaking_stacks) = leak_reports(profile, &program_leaks, options.top);
 
         let sites = sites.totals;
         let temporary = crate::temporary::Temporary::of(
@@ -564,33 +562,97 @@ fn site_of_stack(profile: &Profile, stack: &[Addr]) -> Option<(Site, bool)> {
     Some((site_of(profile, leaf), false))
 }
 
-/// The program's leaks grouped by symbolized stack (MALT keeps stacks that
-/// differ only in addresses on one line apart), largest first.
-fn leak_reports(profile: &Profile, leaks: &[&heapledger_profile::Leak]) -> Vec<LeakReport> {
-    let mut reports: Vec<(Vec<Site>, Blocks)> = Vec::new();
-    let mut index: HashMap<Vec<Site>, usize> = HashMap::new();
-    for leak in leaks {
-        let frames: Vec<Site> = leak.stack.iter().map(|&a| site_of(profile, a)).collect();
-        let i = *index.entry(frames.clone()).or_insert_with(|| {
-            reports.push((frames, Blocks::default()));
-            reports.len() - 1
-        });
-        reports[i].1.add(leak.count, leak.memory);
+/// Stacks grouped by how they read: stacks whose frames are the same
+/// functions and lines (a call the compiler copied, at two addresses) are
+/// one group, as MALT keeps them on one line. Groups are numbered in the
+/// order first seen.
+///
+/// Each distinct address is symbolized once and each distinct site kept
+/// once; a stack is compared as its list of site numbers. A Python
+/// program's tens of thousands of leaking stacks, 50 to 100 frames deep,
+/// made a `Site` (three strings) per frame per leak before: `report --all`
+/// took 1.4 s and 376 MB, and `leaks --all` 401 MB, on a 3 MB profile.
+#[derive(Default)]
+pub struct StackGroups {
+    site_of_addr: HashMap<Addr, u32>,
+    sites: Vec<Site>,
+    site_number: HashMap<Site, u32>,
+    index: HashMap<Vec<u32>, usize>,
+    groups: Vec<Vec<u32>>,
+}
+
+impl StackGroups {
+    pub fn new() -> StackGroups {
+        StackGroups::default()
     }
+
+    /// The group of `stack` (frames innermost first), a new one if no
+    /// stack before read the same.
+    pub fn group_of(&mut self, profile: &Profile, stack: &[Addr]) -> usize {
+        let frames: Vec<u32> = stack
+            .iter()
+            .map(|&a| {
+                *self.site_of_addr.entry(a).or_insert_with(|| {
+                    let site = site_of(profile, a);
+                    *self.site_number.entry(site.clone()).or_insert_with(|| {
+                        self.sites.push(site);
+                        (self.sites.len() - 1) as u32
+                    })
+                })
+            })
+            .collect();
+        if let Some(&g) = self.index.get(&frames) {
+            return g;
+        }
+        self.index.insert(frames.clone(), self.groups.len());
+        self.groups.push(frames);
+        self.groups.len() - 1
+    }
+
+    /// How many groups there are.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// The frames of group `g`, innermost first.
+    pub fn frames(&self, g: usize) -> impl ExactSizeIterator<Item = &Site> + '_ {
+        self.groups[g].iter().map(|&n| &self.sites[n as usize])
+    }
+}
+
+/// The program's leaks grouped by symbolized stack ([`StackGroups`]), the
+/// `top` largest first, with the number of groups.
+fn leak_reports(
+    profile: &Profile,
+    leaks: &[&heapledger_profile::Leak],
+    top: usize,
+) -> (Vec<LeakReport>, usize) {
+    let mut groups = StackGroups::new();
+    let mut blocks: Vec<Blocks> = Vec::new();
+    for leak in leaks {
+        let g = groups.group_of(profile, &leak.stack);
+        if g == blocks.len() {
+            blocks.push(Blocks::default());
+        }
+        blocks[g].add(leak.count, leak.memory);
+    }
+    let mut order: Vec<usize> = (0..groups.len()).collect();
     // Stable: equal leaks keep file order.
-    reports.sort_by_key(|(_, b)| (Reverse(b.bytes), Reverse(b.count)));
-    reports
+    order.sort_by_key(|&g| (Reverse(blocks[g].bytes), Reverse(blocks[g].count)));
+    order.truncate(top);
+    let reports = order
         .into_iter()
-        .map(|(mut frames, blocks)| {
-            let more_frames = frames.len().saturating_sub(LEAK_FRAMES);
-            frames.truncate(LEAK_FRAMES);
-            LeakReport {
-                blocks,
-                frames,
-                more_frames,
-            }
+        .map(|g| LeakReport {
+            blocks: blocks[g],
+            more_frames: groups.frames(g).len().saturating_sub(LEAK_FRAMES),
+            frames: groups.frames(g).take(LEAK_FRAMES).cloned().collect(),
         })
-        .collect()
+        .collect();
+    (reports, groups.len())
 }
 
 /// Allocations grouped by leaf site, in first-seen order, summed as the

@@ -728,8 +728,9 @@ pub fn main() -> Result<u8> {
                 top,
                 no_builtin: no_builtin_suppressions,
             };
-            let text = crate::leaks::report(&o, &sups, &opts)?;
-            std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            crate::leaks::report(&o, &sups, &opts, &mut out)?;
+            std::io::Write::flush(&mut out)?;
             after(&file, &o);
             Ok(0)
         }

@@ -179,7 +179,12 @@ struct Entry<'a> {
 }
 
 /// The report, in SoHook's layout.
-pub fn report(o: &Opened, sups: &[Suppression], opts: &LeakOptions) -> Result<String> {
+pub fn report(
+    o: &Opened,
+    sups: &[Suppression],
+    opts: &LeakOptions,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
     let p = &o.profile;
     let (mut allocs, mut alloc_bytes, mut frees, mut free_bytes) = (0u64, 0u64, 0u64, 0u64);
     o.each_stack(|_, i| {
@@ -220,24 +225,23 @@ pub fn report(o: &Opened, sups: &[Suppression], opts: &LeakOptions) -> Result<St
         (c + p.leaks[i].count, b + p.leaks[i].memory)
     });
 
-    let mut out = String::new();
-    let _ = writeln!(out, "=== Memory Leak Report ===");
-    let _ = writeln!(out, "Total Allocations: {allocs} ({alloc_bytes} bytes)");
-    let _ = writeln!(out, "Total Frees: {frees} ({free_bytes} bytes)");
-    let _ = writeln!(out, "Current Leaks: {} ({} bytes)", leaked.0, leaked.1);
+    writeln!(out, "=== Memory Leak Report ===")?;
+    writeln!(out, "Total Allocations: {allocs} ({alloc_bytes} bytes)")?;
+    writeln!(out, "Total Frees: {frees} ({free_bytes} bytes)")?;
+    writeln!(out, "Current Leaks: {} ({} bytes)", leaked.0, leaked.1)?;
     if builtin.0 > 0 {
-        let _ = writeln!(
+        writeln!(
             out,
             "Suppressed: {} ({} bytes) the C/C++ runtime keeps for the life of the process (--print-suppressions)",
             builtin.0, builtin.1
-        );
+        )?;
     }
     for (s, c, b) in &sup_hits {
-        let _ = writeln!(
+        writeln!(
             out,
             "Suppressed: {c} ({b} bytes) by leak:{} ({})",
             s.pattern, s.origin
-        );
+        )?;
     }
 
     // The blocks of each leak, where the store has them.
@@ -253,22 +257,20 @@ pub fn report(o: &Opened, sups: &[Suppression], opts: &LeakOptions) -> Result<St
     }
     // Stacks that read alike (the same functions and lines: a call the
     // compiler copied, at two addresses) are one leak, as in the summary.
-    let mut groups: Vec<(Vec<heapledger_analysis::summary::Site>, Vec<usize>, u64)> = Vec::new();
-    let mut index: std::collections::HashMap<Vec<heapledger_analysis::summary::Site>, usize> =
-        Default::default();
+    let mut by_sites = heapledger_analysis::summary::StackGroups::new();
+    let mut groups: Vec<(Vec<usize>, u64)> = Vec::new();
     for &i in &kept {
-        let key: Vec<_> = p.leaks[i].stack.iter().map(|&a| site_of(p, a)).collect();
-        let g = *index.entry(key.clone()).or_insert_with(|| {
-            groups.push((key, Vec::new(), 0));
-            groups.len() - 1
-        });
-        groups[g].1.push(i);
-        groups[g].2 += p.leaks[i].memory;
+        let g = by_sites.group_of(p, &p.leaks[i].stack);
+        if g == groups.len() {
+            groups.push((Vec::new(), 0));
+        }
+        groups[g].0.push(i);
+        groups[g].1 += p.leaks[i].memory;
     }
     // Largest first; equal ones in the profile's order.
-    groups.sort_by_key(|g| std::cmp::Reverse(g.2));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
     let mut entries: Vec<Entry> = Vec::new();
-    for (_, members, _) in &groups {
+    for (members, _) in &groups {
         let l = &p.leaks[members[0]];
         let count: u64 = members.iter().map(|&i| p.leaks[i].count).sum();
         let memory: u64 = members.iter().map(|&i| p.leaks[i].memory).sum();
@@ -313,7 +315,7 @@ pub fn report(o: &Opened, sups: &[Suppression], opts: &LeakOptions) -> Result<St
     };
     for (n, e) in entries.iter().take(shown).enumerate() {
         let so = library_of(p, &e.leak.stack);
-        let _ = writeln!(out);
+        writeln!(out)?;
         let ptr = match (e.ptr, e.known) {
             (Some(ptr), 1) if e.blocks == 1 => format!("ptr={ptr:#x}"),
             (Some(ptr), k) => format!("ptr={ptr:#x} (the lowest of {k})"),
@@ -321,19 +323,19 @@ pub fn report(o: &Opened, sups: &[Suppression], opts: &LeakOptions) -> Result<St
             (None, _) => "ptr=? (past the recorder's 2^20 blocks)".to_owned(),
         };
         if e.blocks == 1 {
-            let _ = writeln!(out, "Leak #{}: {ptr}, size={}, so={so}", n + 1, e.bytes);
+            writeln!(out, "Leak #{}: {ptr}, size={}, so={so}", n + 1, e.bytes)?;
         } else {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "Leak #{}: {} blocks, {} bytes, {ptr}, so={so}",
                 n + 1,
                 e.blocks,
                 e.bytes
-            );
+            )?;
         }
         let stack = &e.leak.stack;
         if stack.is_empty() {
-            let _ = writeln!(out, "  (no backtrace: recorded without stacks)");
+            writeln!(out, "  (no backtrace: recorded without stacks)")?;
             continue;
         }
         let limit = if opts.frames == 0 {
@@ -341,30 +343,30 @@ pub fn report(o: &Opened, sups: &[Suppression], opts: &LeakOptions) -> Result<St
         } else {
             opts.frames.min(stack.len())
         };
-        let _ = writeln!(out, "  Backtrace ({} frames):", stack.len());
+        writeln!(out, "  Backtrace ({} frames):", stack.len())?;
         for (k, &addr) in stack.iter().take(limit).enumerate() {
             let s = site_of(p, addr);
-            let _ = writeln!(out, "    #{k}: {addr}  {s}");
+            writeln!(out, "    #{k}: {addr}  {s}")?;
         }
         if limit < stack.len() {
-            let _ = writeln!(out, "    ... {} more", stack.len() - limit);
+            writeln!(out, "    ... {} more", stack.len() - limit)?;
         }
     }
     if shown < entries.len() {
-        let _ = writeln!(
+        writeln!(
             out,
             "\n... {} more entries (--top 0 shows all)",
             entries.len() - shown
-        );
+        )?;
     }
     if blocks.omitted > 0 {
-        let _ = writeln!(
+        writeln!(
             out,
             "\n({} blocks alive past the recorder's first 2^20 have no pointer here.)",
             blocks.omitted
-        );
+        )?;
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -267,8 +267,9 @@ pub fn answer(
                 top: 200,
                 no_builtin: false,
             };
-            let text = crate::leaks::report(o, &[], &opts)?;
-            Ok(("text/plain; charset=utf-8", text.into_bytes()))
+            let mut text = Vec::new();
+            crate::leaks::report(o, &[], &opts, &mut text)?;
+            Ok(("text/plain; charset=utf-8", text))
         }
         "flame" => {
             let weights = Weights {
