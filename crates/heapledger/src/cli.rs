@@ -27,7 +27,7 @@ enum Command {
         /// a profile store holding every process of the run; a name ending
         /// in .json writes MALT's JSON instead (`export --format malt`),
         /// with child processes in <stem>.children/.
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = crate::output::output_path)]
         output: Option<PathBuf>,
         /// How to capture stacks.
         #[arg(long, value_enum, default_value = "dwarf")]
@@ -182,7 +182,7 @@ enum Command {
         collapse: heapledger_analysis::calltree::CollapseMode,
         /// Where to write it (default: <profile stem>.malt.json for malt,
         /// callgrind.out.<profile stem> for callgrind).
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = crate::output::output_path)]
         output: Option<PathBuf>,
         #[command(flatten)]
         which: Which,
@@ -249,7 +249,7 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         format: DiffFormat,
         /// Where `--format flamegraph` writes.
-        #[arg(short, long, value_name = "SVG")]
+        #[arg(short, long, value_name = "SVG", value_parser = crate::output::output_path)]
         output: Option<PathBuf>,
         /// Only what BASE allocated between these times (`FROM:TO`,
         /// seconds after its process started, at its checkpoints): with

@@ -50,9 +50,7 @@ pub fn check_writable(path: Option<&Path>) -> Result<()> {
                     .open(p)
                     .with_context(|| format!("cannot write the profile to {shown}"))?;
             }
-            let dir = resolve(p).parent().map(Path::to_owned);
-            dir.filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or_else(|| PathBuf::from("."))
+            place(p).1
         }
         None => PathBuf::from("."),
     };
@@ -111,6 +109,34 @@ fn resolve(path: &Path) -> PathBuf {
     p
 }
 
+/// Where a profile for `path` goes: the file written (a link followed to
+/// the file it names), the directory its temporary file is made in, and
+/// whether it is a device or a pipe, written into rather than replaced. A
+/// device's or pipe's temporary file is made in the system's temporary
+/// directory: `/dev/stdout` names a pipe through `/proc/self/fd`, where
+/// following the link leads nowhere (`pipe:[N]`) and no file can be made.
+fn place(path: &Path) -> (PathBuf, PathBuf, bool) {
+    if is_special(path) {
+        return (path.to_owned(), std::env::temp_dir(), true);
+    }
+    let target = resolve(path);
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_owned);
+    (target, dir, false)
+}
+
+/// An output path as typed: `-` is standard output (`/dev/stdout`), as
+/// for most tools (`export --format folded -o - | flamegraph.pl`).
+pub fn output_path(typed: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(if typed == "-" {
+        "/dev/stdout"
+    } else {
+        typed
+    }))
+}
+
 /// Writes a file whole or not at all: `write` fills a temporary file beside
 /// `path`, which is renamed to `path` once `write` succeeded and removed
 /// otherwise. The error names `path`.
@@ -125,16 +151,15 @@ pub fn write_whole_with(
     write: impl FnOnce(std::fs::File, &Path) -> Result<()>,
 ) -> Result<()> {
     let shown = path.display().to_string();
-    let target = resolve(path);
-    let dir = target
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let (target, dir, special) = place(path);
+    let dir = dir.as_path();
     create_dir(dir, &shown)?;
     let name = target
         .file_name()
         .map_or_else(|| "profile".into(), |n| n.to_string_lossy().into_owned());
-    remove_stale_temporaries(dir, &name);
+    if !special {
+        remove_stale_temporaries(dir, &name);
+    }
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     // Named before it exists, so that a second interrupt removes it
     // whenever it comes.
@@ -153,7 +178,7 @@ pub fn write_whole_with(
             write(f, &tmp).with_context(|| format!("cannot write the profile to {shown}"))
         })
         .and_then(|()| {
-            if has_other_names(&target) || is_special(&target) {
+            if special || has_other_names(&target) {
                 // A file with a second name is written in place, so that
                 // both names show the new profile; so is a device or a
                 // pipe (`-o /dev/null`, `-o /dev/stdout`, a FIFO), which a

@@ -548,3 +548,35 @@ fn a_tree_deeper_than_a_json_readers_limit_is_exported() {
         assert!(text.contains("down"), "{collapse}: {text}");
     }
 }
+
+/// `-o -` and `-o /dev/stdout` write to standard output, a pipe here (`...
+/// -o - | flamegraph.pl`), byte for byte what a file gets. Before, `-` was
+/// a file named `-`, and `/dev/stdout` on a pipe failed: its temporary
+/// file was to be made beside `pipe:[N]`, in `/proc/self/fd`.
+#[test]
+fn an_export_to_standard_output() {
+    let dir = Scratch::new("export-stdout");
+    let exe = dir.join("basic");
+    compile("cc", &["basic.c"], SITE_FLAGS, &exe);
+    profile_of("dwarf", &dir, &exe, &[] as &[&str]);
+    let store = dir.join("p.sqlite");
+    let file = dir.join("bytes.folded");
+    folded(&store, &file, "bytes", &[]);
+    let want = std::fs::read(&file).unwrap();
+    assert!(!want.is_empty());
+    for out in ["-", "/dev/stdout"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+            .args(["export".as_ref(), store.as_os_str()])
+            .args(["--format", "folded", "-o", out])
+            .current_dir(dir.join("."))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "-o {out}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.stdout == want, "-o {out}: not the file's bytes");
+    }
+    assert!(!dir.join("-").exists(), "a file named `-` was written");
+}
