@@ -466,21 +466,23 @@ pub fn run(o: &RunOptions) -> Result<u8> {
             spawned = command("/bin/sh".as_ref(), Some(&script)).spawn();
         }
     }
+    // A program that cannot start: one line, and the exit code `env`,
+    // `timeout`, `nohup` and a shell give, 127 for no such program and 126
+    // for one that cannot be run, so that a script tells them apart.
+    let cannot_run = |why: &dyn std::fmt::Display, code: u8| {
+        say!(
+            "heapledger: cannot run {}: {why}",
+            o.program.to_string_lossy()
+        );
+        Ok(code)
+    };
     let child = match spawned {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!(
-                "cannot run {}: no such program",
-                o.program.to_string_lossy()
-            )
+            return cannot_run(&"no such program", 127);
         }
-        Err(_) if Path::new(&o.program).is_dir() => {
-            bail!(
-                "cannot run {}: it is a directory",
-                o.program.to_string_lossy()
-            )
-        }
-        Err(e) => bail!("cannot run {}: {e}", o.program.to_string_lossy()),
+        Err(_) if Path::new(&o.program).is_dir() => return cannot_run(&"it is a directory", 126),
+        Err(e) => return cannot_run(&e, 126),
     };
     let pid = child.id();
     crate::fatal::program_started(pid);

@@ -212,8 +212,10 @@ fn run_no_such_program() {
         let o = run(c, DEFAULT_LIMIT);
         let what = format!("heapledger {}", args.join(" "));
         assert_no_panic(&o, &what);
-        assert!(
-            matches!(o.code, Some(c) if c != 0),
+        // 127, as `env`, `timeout` and a shell give for no such program.
+        assert_eq!(
+            o.code,
+            Some(127),
             "{what}: exit status {:?}/{:?}",
             o.code,
             o.signal
@@ -239,7 +241,8 @@ fn run_no_such_program() {
 
 /// A file of commands without `#!` runs under /bin/sh, as a shell and
 /// `execvp` run it (heapledger said "Exec format error" and ran nothing),
-/// found by path or in `$PATH`; a directory is named as one.
+/// found by path or in `$PATH`; a directory is named as one, and so is a
+/// file that may not be run, each with exit code 126.
 #[test]
 fn run_a_script_without_a_shebang_and_a_directory() {
     let tmp = TempDir::new("bad-script");
@@ -268,7 +271,8 @@ fn run_a_script_without_a_shebang_and_a_directory() {
     c.args(["run", "-q", "-o", out.to_str().unwrap(), "--"])
         .arg(tmp.path());
     let o = run(c, DEFAULT_LIMIT);
-    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    // 126, as `env`, `timeout` and a shell give for what cannot be run.
+    assert_eq!(o.code, Some(126), "{}", o.stderr);
     assert_eq!(
         o.stderr,
         format!(
@@ -276,6 +280,21 @@ fn run_a_script_without_a_shebang_and_a_directory() {
             tmp.path().display()
         )
     );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let mut c = Command::new(heapledger());
+    c.args(["run", "-q", "-o", out.to_str().unwrap(), "--"])
+        .arg(&script);
+    let o = run(c, DEFAULT_LIMIT);
+    assert_eq!(o.code, Some(126), "{}", o.stderr);
+    let lines = o.stderr_lines();
+    assert_eq!(lines.len(), 1, "{}", o.stderr);
+    assert!(
+        lines[0].starts_with(&format!("heapledger: cannot run {}: ", script.display()))
+            && lines[0].contains("Permission denied"),
+        "{}",
+        lines[0]
+    );
+    assert!(!out.exists());
 }
 
 /// A program the recorder cannot reach (statically linked), or that dies
