@@ -109,8 +109,19 @@ pub fn symbolize(modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved
 /// cost nothing when its profile is built.
 pub struct Symbols {
     symbolizer: RefCell<Symbolizer>,
+    /// The `.debug` directories beside the binaries seen so far that have
+    /// one (see [`DEBUG_DIRS`]), and the binaries' directories looked at.
+    beside: RefCell<(Vec<PathBuf>, std::collections::HashSet<PathBuf>)>,
     memo: RefCell<Memo>,
 }
+
+/// Where a separate debug file named by `.gnu_debuglink` is looked for,
+/// after the binary's own directory (blazesym's defaults, and what it
+/// also searches under them). GDB also looks in the `.debug` subdirectory
+/// of the binary's directory, where Yocto and other embedded builds put
+/// them; blazesym does not, so those directories are added to the list
+/// as binaries that have one are seen.
+const DEBUG_DIRS: [&str; 2] = ["/usr/lib/debug", "/lib/debug"];
 
 /// Frames per file offset, per binary (path and recorded build id).
 type Memo = HashMap<(PathBuf, Option<Vec<u8>>), HashMap<u64, Vec<Frame>>>;
@@ -127,13 +138,47 @@ impl Symbols {
         // language, which turns the C function `a` into `signed char`; names
         // are demangled here instead, only when they carry a mangling prefix.
         Symbols {
-            symbolizer: RefCell::new(Self::parser()),
+            symbolizer: RefCell::new(Self::parser(&[])),
+            beside: RefCell::new(Default::default()),
             memo: RefCell::new(HashMap::new()),
         }
     }
 
-    fn parser() -> Symbolizer {
-        Symbolizer::builder().enable_demangling(false).build()
+    fn parser(beside: &[PathBuf]) -> Symbolizer {
+        let dirs = DEBUG_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .chain(beside.iter().cloned());
+        Symbolizer::builder()
+            .enable_demangling(false)
+            .set_debug_dirs(Some(dirs))
+            .build()
+    }
+
+    /// Adds the `.debug` directories beside `paths` that exist and are not
+    /// searched yet (see [`DEBUG_DIRS`]); the symbolizer is made again,
+    /// which happens once for each such directory.
+    fn look_beside<'p>(&self, paths: impl Iterator<Item = &'p Path>) {
+        let mut guard = self.beside.borrow_mut();
+        let (beside, looked_at) = &mut *guard;
+        let mut added = false;
+        for path in paths {
+            let Some(dir) = path.parent() else {
+                continue;
+            };
+            if looked_at.contains(dir) {
+                continue;
+            }
+            looked_at.insert(dir.to_owned());
+            let debug = dir.join(".debug");
+            if debug.is_dir() {
+                beside.push(debug);
+                added = true;
+            }
+        }
+        if added {
+            *self.symbolizer.borrow_mut() = Self::parser(beside);
+        }
     }
 
     /// Drops what was parsed of each binary (its debug sections,
@@ -141,12 +186,13 @@ impl Symbols {
     /// later lookup of a new address parses its binary again. libc's
     /// compressed debug information alone takes 10 MB once parsed.
     pub fn forget_parsed(&self) {
-        *self.symbolizer.borrow_mut() = Self::parser();
+        *self.symbolizer.borrow_mut() = Self::parser(&self.beside.borrow().0);
     }
 
     /// As [`symbolize`], reusing this symbolizer's caches: only file offsets
     /// never looked up before in the same binary are looked up.
     pub fn symbolize(&self, modules: &[MappedModule], addrs: &[u64]) -> Vec<Option<Resolved>> {
+        self.look_beside(modules.iter().map(|m| m.path.as_path()));
         symbolize_with(
             &self.symbolizer.borrow(),
             &mut self.memo.borrow_mut(),
@@ -178,6 +224,7 @@ impl Symbols {
     /// runs; a file that cannot be read is skipped.
     pub fn warm(&self, path: &Path, file_offsets: &[u64]) {
         if !file_offsets.is_empty() {
+            self.look_beside(std::iter::once(path));
             let _ = lookup(&self.symbolizer.borrow(), path, true, file_offsets);
         }
     }

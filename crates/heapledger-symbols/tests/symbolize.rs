@@ -191,6 +191,8 @@ fn shared_libraries() {
     }
 }
 
+/// A separate debug file named by `.gnu_debuglink`, beside the binary or
+/// in its `.debug` subdirectory.
 #[test]
 fn separate_debug_info_via_debuglink() {
     let dir = scratch_dir("split");
@@ -217,9 +219,22 @@ fn separate_debug_info_via_debuglink() {
         &inlined.lines,
     );
 
+    // So is one in the `.debug` subdirectory, as GDB finds it (Yocto's
+    // layout); blazesym alone does not look there.
+    let beside = dir.join(".debug");
+    fs::create_dir(&beside).unwrap();
+    fs::rename(&debug, beside.join("prog.debug")).unwrap();
+    let resolved = resolve_one(&report.modules, inlined.addr);
+    assert_frames(
+        &resolved.frames,
+        &["inner", "middle", "with_inline"],
+        "prog.c",
+        &inlined.lines,
+    );
+
     // Without it, the symbol table left by `strip --strip-debug` still
     // names the function.
-    fs::remove_file(&debug).unwrap();
+    fs::remove_dir_all(&beside).unwrap();
     let resolved = resolve_one(&report.modules, inlined.addr);
     assert_eq!(resolved.frames, [function_only("with_inline")]);
 
