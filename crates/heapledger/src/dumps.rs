@@ -6,7 +6,11 @@ use std::path::{Path, PathBuf};
 
 /// The directories `run` makes its raw data directories in (see [`temp_dir`]).
 pub(crate) fn temp_bases() -> Vec<PathBuf> {
-    let mut bases = vec![std::env::temp_dir()];
+    // Absolute: a relative `$TMPDIR` (`TMPDIR=tmp`) named a directory that a
+    // process which changed its working directory could no longer find,
+    // and its data was lost.
+    let tmp = std::env::temp_dir();
+    let mut bases = vec![std::path::absolute(&tmp).unwrap_or(tmp)];
     for b in ["/tmp", "/var/tmp", "/dev/shm"] {
         let b = PathBuf::from(b);
         if !bases.contains(&b) {

@@ -503,3 +503,39 @@ fn a_closed_stderr_keeps_the_exit_code_and_the_profile() {
     let left: Vec<_> = std::fs::read_dir(&raw).unwrap().flatten().collect();
     assert!(left.is_empty(), "raw data left: {left:?}");
 }
+
+/// A relative `$TMPDIR` (`TMPDIR=tmp heapledger run ...`): a process that
+/// changed its working directory still leaves its raw data in the run's
+/// directory. Before, the forked child of a program that went to `/` could
+/// not find `tmp/heapledger-...` and its profile was lost, with a line on
+/// stderr.
+#[test]
+fn a_relative_tmpdir_reaches_a_process_that_changed_directory() {
+    let tmp = TempDir::new("relative-tmpdir");
+    let exe = compile("chdir_fork.c", tmp.path(), &[]);
+    std::fs::create_dir(tmp.join("raw")).unwrap();
+    let out = tmp.join("p.sqlite");
+    let o = Command::new(heapledger())
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .env("TMPDIR", "raw")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert_eq!(stderr, "");
+    let processes = Command::new(heapledger())
+        .arg("report")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&processes.stderr);
+    assert!(
+        said.contains("1 other process"),
+        "the child's profile is missing: {said}"
+    );
+    assert_eq!(std::fs::read_dir(tmp.join("raw")).unwrap().count(), 0);
+}
