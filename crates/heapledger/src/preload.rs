@@ -12,7 +12,9 @@ pub fn find_preload() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("HEAPLEDGER_PRELOAD") {
         let p = PathBuf::from(p);
         if p.is_file() {
-            return Ok(p);
+            // Absolute: a program that changes its working directory, then
+            // starts another, would lose the recorder in that one.
+            return Ok(std::path::absolute(&p).unwrap_or(p));
         }
         bail!(
             "HEAPLEDGER_PRELOAD names {}, which is not a file",

@@ -539,3 +539,30 @@ fn a_relative_tmpdir_reaches_a_process_that_changed_directory() {
     );
     assert_eq!(std::fs::read_dir(tmp.join("raw")).unwrap().count(), 0);
 }
+
+/// `HEAPLEDGER_PRELOAD` given relative: a program that changes its working
+/// directory and then runs another keeps the recorder in it. Before, the
+/// loader could not find the library there ("cannot be preloaded"), and
+/// the run had no profile.
+#[test]
+fn a_relative_preload_path_reaches_a_program_run_from_elsewhere() {
+    let tmp = TempDir::new("relative-preload");
+    std::fs::copy(
+        heapledger::preload::find_preload().unwrap(),
+        tmp.join("recorder.so"),
+    )
+    .unwrap();
+    let out = tmp.join("p.sqlite");
+    let o = Command::new(heapledger())
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", "cd / && exec sh -c 'exit 4'"])
+        .env("HEAPLEDGER_PRELOAD", "recorder.so")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{stderr}");
+    assert_eq!(stderr, "");
+    assert!(out.exists());
+}
