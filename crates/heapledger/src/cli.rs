@@ -882,8 +882,6 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A byte count: digits, optionally followed by K, M or G (powers of 1024,
-/// also written KiB/KB, MiB/MB, GiB/GB, in either case), at least 1.
 /// A budget in bytes: a byte count, or 0.
 fn parse_budget(s: &str) -> Result<u64, String> {
     if s.trim() == "0" {
@@ -892,21 +890,43 @@ fn parse_budget(s: &str) -> Result<u64, String> {
     parse_bytes(s)
 }
 
+/// A byte count: a number, with a fraction where a unit follows (`1.5G`),
+/// optionally followed by K, M, G or T (powers of 1024, also written
+/// KiB/KB, MiB/MB, ..., in either case, after a space or not), at least 1.
 fn parse_bytes(s: &str) -> Result<u64, String> {
-    let bad = || format!("`{s}` is not a byte count (such as 4096, 512K, 1M, 1G)");
+    let bad = || format!("`{s}` is not a byte count (such as 4096, 512K, 1.5M, 1G)");
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let shift = match unit.to_ascii_lowercase().as_str() {
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let shift: u32 = match unit.trim_start().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
         _ => return Err(bad()),
     };
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    match n.checked_mul(1 << shift) {
-        Some(v) if v >= 1 => Ok(v),
+    let digits = |d: &str| !d.is_empty() && d.len() <= 19 && d.bytes().all(|b| b.is_ascii_digit());
+    let (whole, fraction) = match number.split_once('.') {
+        None => (number, None),
+        Some((w, f)) if digits(f) && shift > 0 => (w, Some(f)),
+        Some(_) => return Err(bad()),
+    };
+    if !digits(whole) {
+        return Err(bad());
+    }
+    let whole: u128 = whole.parse().map_err(|_| bad())?;
+    let scaled = match fraction {
+        None => whole << shift,
+        Some(f) => {
+            let n: u128 = f.parse().map_err(|_| bad())?;
+            (whole << shift) + (n << shift) / 10u128.pow(f.len() as u32)
+        }
+    };
+    match u64::try_from(scaled) {
+        Ok(v) if v >= 1 => Ok(v),
         _ => Err(bad()),
     }
 }
@@ -947,16 +967,25 @@ mod tests {
         assert_eq!(parse_bytes("2mb"), Ok(2 << 20));
         assert_eq!(parse_bytes("1G"), Ok(1 << 30));
         assert_eq!(parse_bytes("7B"), Ok(7));
+        assert_eq!(parse_bytes("1.5M"), Ok(3 << 19));
+        assert_eq!(parse_bytes("0.5 GiB"), Ok(1 << 29));
+        assert_eq!(parse_bytes("10 MB"), Ok(10 << 20));
+        assert_eq!(parse_bytes("1T"), Ok(1 << 40));
+        assert_eq!(parse_bytes("1.001K"), Ok(1025));
         for bad in [
             "",
             "0",
             "0K",
             "K",
-            "1.5M",
+            "1.5",
+            ".5M",
+            "1.M",
+            "1.2.3M",
             "-4",
             "12X",
-            "1T",
+            "1e3",
             "99999999999999999999G",
+            "20000000T",
         ] {
             let e = parse_bytes(bad).unwrap_err();
             assert!(e.contains("not a byte count"), "{bad}: {e}");
