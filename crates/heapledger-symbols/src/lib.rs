@@ -37,6 +37,7 @@
 #![deny(unsafe_code)]
 
 pub mod globals;
+pub mod perfmap;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

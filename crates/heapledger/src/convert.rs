@@ -212,6 +212,19 @@ pub fn to_compact_profile(
         .zip(symbols.symbolize(&modules, &addrs))
         .filter_map(|(a, r)| r.map(|r| (a, r)))
         .collect();
+    // Code a JIT compiled lies in no binary: named from the perf map its
+    // runtime wrote, where it wrote one (node --perf-basic-prof, python
+    // -X perf, ...: `heapledger_symbols::perfmap`).
+    let unresolved: Vec<u64> = addrs
+        .iter()
+        .copied()
+        .filter(|a| !resolved.contains_key(a))
+        .collect();
+    resolved.extend(heapledger_symbols::perfmap::resolve(
+        &heapledger_symbols::perfmap::path_of(d.pid),
+        d.start_unix_ns,
+        &unresolved,
+    ));
     // Every address is symbolized: what was parsed for it goes before the
     // profile is built, where that is large (10 MB of libc's debug
     // information, at `run`'s peak on half a million stacks). A small

@@ -1,0 +1,129 @@
+//! Code a JIT compiled is named from the perf map its runtime wrote
+//! (`/tmp/perf-PID.map`: node `--perf-basic-prof`, python `-X perf`,
+//! Java's perf-map-agent): `programs/jit_perfmap.c` calls through a stub in
+//! anonymous memory that its map names as V8 would, and node itself where
+//! it is installed.
+
+mod common;
+
+use common::*;
+
+/// Removes the perf map a run left (`/tmp/perf-PID.map`), PID the first
+/// line of the program's output.
+struct MapOf(String);
+
+impl Drop for MapOf {
+    fn drop(&mut self) {
+        if let Ok(pid) = self.0.trim().parse::<u32>() {
+            let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+        }
+    }
+}
+
+#[test]
+fn a_jit_frame_is_named_from_the_perf_map() {
+    let dir = Scratch::new("jit");
+    let exe = dir.join("jit_perfmap");
+    compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &["25"]);
+    let _map = MapOf(stdout.clone());
+    let alloc = site_line("jit_perfmap.c", "jit_alloc");
+    let call = site_line("jit_perfmap.c", "jit_call");
+    let stacks = stacks_at(&p, "alloc_from_jit", alloc);
+    assert_eq!(stacks.len(), 1, "{stacks:?}");
+    assert_eq!(stacks[0].infos.alloc.count, 25);
+    let frames: Vec<(String, Option<u32>)> =
+        stacks[0].stack.iter().map(|&a| frame(&p, a)).collect();
+    let at = frames
+        .iter()
+        .position(|(f, _)| is_fn(f, "alloc_from_jit"))
+        .expect("no alloc_from_jit frame");
+    assert_eq!(
+        frames[at + 1],
+        ("JS:*renderRows".to_owned(), Some(27)),
+        "{}",
+        describe(&p, &stacks[0].stack)
+    );
+    assert!(
+        is_fn(&frames[at + 2].0, "main") && frames[at + 2].1 == Some(call),
+        "{}",
+        describe(&p, &stacks[0].stack)
+    );
+}
+
+/// Node with `--perf-basic-prof --interpreted-frames-native-stack`: the
+/// JavaScript functions that asked for a Buffer's memory, with their file
+/// and line. Skipped where node is not installed.
+#[test]
+fn node_functions_are_named() {
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("node_functions_are_named skipped: no node");
+        return;
+    }
+    let dir = Scratch::new("jit-node");
+    let script = dir.join("buffers.js");
+    std::fs::write(
+        &script,
+        "function makeBuffers(n) {\n\
+         \x20 const a = [];\n\
+         \x20 for (let i = 0; i < n; i++) a.push(Buffer.allocUnsafeSlow(100000 + i));\n\
+         \x20 return a.length;\n\
+         }\n\
+         let t = 0;\n\
+         for (let k = 0; k < 20; k++) t += makeBuffers(50);\n\
+         console.log(process.pid);\n",
+    )
+    .unwrap();
+    let out = dir.join("p.sqlite");
+    let o = heapledger_run(
+        "dwarf",
+        &out,
+        std::path::Path::new("node"),
+        &[
+            "--perf-basic-prof",
+            "--interpreted-frames-native-stack",
+            script.to_str().unwrap(),
+        ],
+    );
+    let _map = MapOf(String::from_utf8_lossy(&o.stdout).into_owned());
+    assert!(o.status.success(), "{o:?}");
+    let json = dir.join("p.json");
+    export_malt(&out, None, &json);
+    let p = read_profile(&json);
+    // Every one of the 1 000 Buffers' memory, under the function that made
+    // them, at the line it is defined on.
+    let has = |s: &heapledger_profile::StackStat, what: &dyn Fn(&str, Option<u32>) -> bool| {
+        s.stack.iter().any(|&a| {
+            let (f, line) = frame(&p, a);
+            what(&f, line)
+        })
+    };
+    let buffers: Vec<_> = p
+        .stacks
+        .iter()
+        .filter(|s| {
+            has(s, &|f, _| {
+                f.contains("NodeArrayBufferAllocator::AllocateUninitialized")
+            })
+        })
+        .collect();
+    let under: u64 = buffers
+        .iter()
+        .filter(|s| has(s, &|f, line| f.ends_with("makeBuffers") && line == Some(1)))
+        .map(|s| s.infos.alloc.count)
+        .sum();
+    assert_eq!(
+        under,
+        1000,
+        "{}",
+        buffers
+            .iter()
+            .map(|s| describe(&p, &s.stack))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    );
+}
