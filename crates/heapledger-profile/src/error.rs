@@ -57,6 +57,15 @@ pub enum ProfileError {
         /// Where it ends.
         detail: String,
     },
+    /// A file of a kind told by its first bytes: compressed, an
+    /// executable, another tool's profile.
+    #[error("`{path}` is {what}")]
+    Foreign {
+        /// The file.
+        path: PathBuf,
+        /// What it is, and what to do with it.
+        what: &'static str,
+    },
     /// Valid JSON, but not a MALT or heapledger profile.
     #[error("`{path}` is JSON but not a MALT/heapledger profile: {reason}")]
     NotAProfile {
@@ -119,6 +128,7 @@ impl ProfileError {
             | ProfileError::NotJson { path, .. }
             | ProfileError::Truncated { path, .. }
             | ProfileError::NotAProfile { path, .. }
+            | ProfileError::Foreign { path, .. }
             | ProfileError::UnsupportedVersion { path, .. }
             | ProfileError::UnsupportedExtension { path, .. }
             | ProfileError::Malformed { path, .. }

@@ -152,6 +152,7 @@ fn read_bounded(
 /// The first bytes of a longer input: an error unless they could start a
 /// profile (blank space, then `{`, then valid JSON so far).
 fn refuse_by_head(head: &[u8], path: &Path) -> Result<(), ProfileError> {
+    refuse_foreign(head, path)?;
     let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
     let Some(&first) = head.iter().find(|b| !b.is_ascii_whitespace()) else {
         return Err(not_json(path, "it starts with 64 KiB of blank space"));
@@ -174,10 +175,66 @@ fn refuse_by_head(head: &[u8], path: &Path) -> Result<(), ProfileError> {
     }
 }
 
+/// Files a user may take for a profile, told by their first bytes: what
+/// each is, and what reads it.
+const FOREIGN: [(&[u8], &str); 9] = [
+    (
+        b"\x1f\x8b",
+        "gzip-compressed data, not a profile (decompress a compressed profile first; \
+         a pprof file is gzip too: `go tool pprof` reads it)",
+    ),
+    (
+        b"\x28\xb5\x2f\xfd",
+        "zstd-compressed data, not a profile (heaptrack's files are: \
+         heaptrack_print reads them; decompress a compressed profile first)",
+    ),
+    (
+        b"\xfd7zXZ\x00",
+        "xz-compressed data, not a profile (decompress a compressed profile first)",
+    ),
+    (
+        b"BZh",
+        "bzip2-compressed data, not a profile (decompress a compressed profile first)",
+    ),
+    (
+        b"\x7fELF",
+        "an executable or library, not a profile (`heapledger run -- PROGRAM` profiles a program)",
+    ),
+    (
+        // heapledger-wire's `MAGIC` without its version byte.
+        b"HLEDGR\0",
+        "raw data a process left, not a profile (`heapledger recover` turns it into one)",
+    ),
+    (
+        b"# callgrind format",
+        "a callgrind file, not a profile (KCachegrind and callgrind_annotate read it)",
+    ),
+    (
+        b"version: 1\ncreator:",
+        "a callgrind file, not a profile (KCachegrind and callgrind_annotate read it)",
+    ),
+    (
+        b"{\"$schema\":\"https://www.speedscope.app",
+        "a speedscope file, not a profile (speedscope reads it)",
+    ),
+];
+
+/// Refuses a file of a kind in [`FOREIGN`].
+fn refuse_foreign(head: &[u8], path: &Path) -> Result<(), ProfileError> {
+    match FOREIGN.iter().find(|(magic, _)| head.starts_with(magic)) {
+        Some(&(_, what)) => Err(ProfileError::Foreign {
+            path: path.to_owned(),
+            what,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Said of input that starts with a zero byte.
 const ZERO_BYTE: &str = "it starts with a zero byte: binary data, or space never written";
 
 fn parse(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
+    refuse_foreign(bytes, path)?;
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     let Some(&first) = bytes.iter().find(|b| !b.is_ascii_whitespace()) else {
         return Err(ProfileError::Empty {

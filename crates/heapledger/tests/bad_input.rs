@@ -711,13 +711,12 @@ struct Measured {
 }
 
 /// Runs `heapledger ARGS` in `dir` and measures its time and peak memory
-/// (`wait4`'s rusage of that one child); kills it after 10 s, or as soon as
-/// it holds more than 1 GiB, and fails the test then.
-#[allow(clippy::zombie_processes)] // reaped by wait4, which measures it
+/// (`support::peak`); kills it after 10 s, or as soon as it holds more
+/// than 1 GiB, and fails the test then.
+#[allow(clippy::zombie_processes)] // reaped by `wait_with_peak`
 fn measured(dir: &Path, args: &[&std::ffi::OsStr]) -> Measured {
     let out = dir.join(".stdout");
     let err = dir.join(".stderr");
-    let start = std::time::Instant::now();
     let child = Command::new(heapledger())
         .args(args)
         .current_dir(dir)
@@ -726,43 +725,19 @@ fn measured(dir: &Path, args: &[&std::ffi::OsStr]) -> Measured {
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    let pid = child.id() as libc::pid_t;
     let what = format!("heapledger {args:?}");
-    let (status, usage) = loop {
-        let mut status = 0;
-        // SAFETY: plain structs for the kernel to fill.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        assert!(r >= 0, "{what}: wait4: {}", std::io::Error::last_os_error());
-        if r == pid {
-            break (status, usage);
-        }
-        let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
-                line.split_whitespace().nth(1)?.parse::<u64>().ok()
-            })
-            .unwrap_or(0);
-        if start.elapsed() > std::time::Duration::from_secs(10) || rss_kib > 1 << 20 {
-            // SAFETY: our child, not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            let mut status = 0;
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            panic!(
-                "{what}: still ran after {:?} holding {rss_kib} KiB: killed",
-                start.elapsed()
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    };
-    let wall = start.elapsed();
+    let ended = peak::wait_with_peak(
+        &child,
+        "heapledger",
+        std::time::Duration::from_secs(10),
+        &what,
+    );
     Measured {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        code: libc::WIFEXITED(ended.status).then(|| libc::WEXITSTATUS(ended.status)),
         stdout: std::fs::read_to_string(&out).unwrap(),
         stderr: std::fs::read_to_string(&err).unwrap(),
-        wall,
-        max_rss_kib: usage.ru_maxrss,
+        wall: ended.wall,
+        max_rss_kib: ended.peak_kib,
     }
 }
 
@@ -867,6 +842,55 @@ fn readers_judge_a_big_file_by_its_head() {
             .set_len(8 << 30)
             .unwrap();
         every_reader_refuses(&tmp, &f, &[says]);
+    }
+}
+
+/// Files a user may take for a profile, told by their first bytes, even
+/// where the rest is huge: each reader names what it is and what reads it,
+/// rather than "not a JSON profile (expected value at line 1 column 1)".
+#[test]
+fn readers_name_files_that_are_not_profiles() {
+    let tmp = TempDir::new("bad-foreign");
+    let elf = std::fs::read("/bin/true").unwrap();
+    for (name, start, says) in [
+        (
+            "p.sqlite.gz",
+            &b"\x1f\x8b\x08\x00"[..],
+            &["gzip", "decompress"][..],
+        ),
+        (
+            "heaptrack.prog.1.zst",
+            b"\x28\xb5\x2f\xfd\x00",
+            &["zstd", "heaptrack_print"],
+        ),
+        ("p.xz", b"\xfd7zXZ\x00\x00", &["xz"]),
+        ("prog", &elf[..64], &["executable", "heapledger run"]),
+        (
+            "1234.hlraw",
+            b"HLEDGR\0\x01",
+            &["raw data", "heapledger recover"],
+        ),
+        (
+            "p.callgrind",
+            b"# callgrind format\nversion: 1\n",
+            &["callgrind file", "KCachegrind"],
+        ),
+        (
+            "p.speedscope.json",
+            b"{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\"",
+            &["speedscope"],
+        ),
+    ] {
+        let f = tmp.join(name);
+        std::fs::write(&f, start).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        every_reader_refuses(&tmp, &f, says);
+        std::fs::remove_file(&f).unwrap();
     }
 }
 

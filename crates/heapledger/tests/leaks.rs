@@ -172,34 +172,30 @@ fn the_leak_report_names_every_block_left() {
     }
 }
 
-/// Peak resident memory (KiB, from `wait4`: std's wait keeps no usage)
-/// and standard output of `heapledger ARGS`, which must succeed.
-#[allow(clippy::zombie_processes)] // reaped by `wait4`, below
+/// Peak resident memory (KiB, `common::peak`) and standard output of
+/// `heapledger ARGS`, which must succeed.
+#[allow(clippy::zombie_processes)] // reaped by `wait_with_peak`
 fn with_peak(args: &[&std::ffi::OsStr]) -> (i64, String) {
-    use std::io::Read;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
+    let dir = Scratch::new("leaks-peak");
+    let out = dir.join("stdout");
+    let child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
         .args(args)
-        .stdout(std::process::Stdio::piped())
+        .stdout(std::fs::File::create(&out).unwrap())
         .spawn()
         .unwrap();
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: a plain struct for the kernel to fill; our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "heapledger {args:?} ended with status {status}"
+    let what = format!("heapledger {args:?}");
+    let ended = peak::wait_with_peak(
+        &child,
+        "heapledger",
+        std::time::Duration::from_secs(120),
+        &what,
     );
-    (usage.ru_maxrss, stdout)
+    assert!(
+        libc::WIFEXITED(ended.status) && libc::WEXITSTATUS(ended.status) == 0,
+        "{what} ended with status {}",
+        ended.status
+    );
+    (ended.peak_kib, std::fs::read_to_string(&out).unwrap())
 }
 
 /// Many leaking stacks, deep ones (8 192 of about 60 frames, as a large

@@ -4,6 +4,11 @@
 
 #![allow(dead_code)]
 
+// Also `support`'s: the two sets of helpers share this one.
+#[allow(clippy::duplicate_mod)]
+#[path = "../support/peak.rs"]
+pub mod peak;
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

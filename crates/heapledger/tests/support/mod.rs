@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod peak;
+
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
