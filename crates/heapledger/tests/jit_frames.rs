@@ -79,16 +79,21 @@ fn node_functions_are_named() {
     )
     .unwrap();
     let out = dir.join("p.sqlite");
-    let o = heapledger_run(
-        "dwarf",
-        &out,
-        std::path::Path::new("node"),
-        &[
+    // In the scratch directory: V8 writes its log (`isolate-*-v8.log`)
+    // where it runs.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .args([
+            "--",
+            "node",
             "--perf-basic-prof",
             "--interpreted-frames-native-stack",
-            script.to_str().unwrap(),
-        ],
-    );
+        ])
+        .arg(&script)
+        .current_dir(dir.join("."))
+        .output()
+        .unwrap();
     let _map = MapOf(String::from_utf8_lossy(&o.stdout).into_owned());
     assert!(o.status.success(), "{o:?}");
     let json = dir.join("p.json");
