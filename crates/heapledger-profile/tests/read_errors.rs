@@ -59,7 +59,7 @@ fn text_is_not_json() {
     for (name, bytes) in [
         ("text.json", &b"hello, this is a text file\n"[..]),
         ("garbage.json", b"{\"run\": nope}"),
-        ("binary.json", b"\x7fELF\x02\x01\x01\x00"),
+        ("binary.json", b"\x02\x01\x01\x00binary"),
         ("trailing.json", b"{} {}"),
     ] {
         let err = Profile::from_path(write_file(&dir, name, bytes)).unwrap_err();
@@ -68,6 +68,28 @@ fn text_is_not_json() {
             "{name}: {err:?}"
         );
         assert!(one_line_naming(&err, name).contains("not a JSON profile"));
+    }
+}
+
+/// A file of a kind known by its first bytes is named as such.
+#[test]
+fn known_kinds_are_named() {
+    let dir = common::scratch("kinds");
+    for (name, bytes, says) in [
+        (
+            "prog.json",
+            &b"\x7fELF\x02\x01\x01\x00"[..],
+            "an executable",
+        ),
+        ("p.json.gz", b"\x1f\x8b\x08\x00", "gzip-compressed"),
+        ("p.zst", b"\x28\xb5\x2f\xfd", "zstd-compressed"),
+    ] {
+        let err = Profile::from_path(write_file(&dir, name, bytes)).unwrap_err();
+        assert!(
+            matches!(err, ProfileError::Foreign { .. }),
+            "{name}: {err:?}"
+        );
+        assert!(one_line_naming(&err, name).contains(says));
     }
 }
 

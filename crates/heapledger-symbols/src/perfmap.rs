@@ -97,10 +97,20 @@ fn parse_line(line: &[u8]) -> Option<(u64, u64, String)> {
 
 /// A frame for a perf map's name. V8 ends its names with where the
 /// function is defined (`JS:*render /app/view.js:12:5`): that becomes the
-/// frame's file and line, and the rest its function. Other names stay
+/// frame's file and line, and the rest its function, without V8's `JS:`
+/// and the mark of the tier that compiled it (`~` interpreted, `^`
+/// Sparkplug, `+` Maglev, `*` TurboFan), so that one function is one
+/// whichever tier ran it: `render`, or `(anonymous)`. Other names stay
 /// whole.
 fn frame_of(name: &str) -> Resolved {
     let at = name.rsplit_once(' ').and_then(|(function, place)| {
+        let function = match function.strip_prefix("JS:") {
+            Some(js) => match js.trim_start_matches(['~', '^', '+', '*']) {
+                "" => "(anonymous)",
+                f => f,
+            },
+            None => function,
+        };
         let (file_line, last) = place.rsplit_once(':')?;
         let last: u32 = last.parse().ok()?;
         // `file:line:column` or `file:line`.
@@ -189,7 +199,7 @@ mod tests {
             names(&resolve(&path, 0, &[0x2000])),
             [(
                 0x2000,
-                "JS:*render".into(),
+                "render".into(),
                 Some("/app/view.js".into()),
                 Some(12)
             )]

@@ -40,7 +40,7 @@ fn a_jit_frame_is_named_from_the_perf_map() {
         .expect("no alloc_from_jit frame");
     assert_eq!(
         frames[at + 1],
-        ("JS:*renderRows".to_owned(), Some(27)),
+        ("renderRows".to_owned(), Some(27)),
         "{}",
         describe(&p, &stacks[0].stack)
     );
