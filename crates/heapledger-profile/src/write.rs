@@ -8,7 +8,9 @@
 //! every other part through serde: a large profile holds millions of stack
 //! frames, and serde_json spends most of its time on them scanning each
 //! address string for characters to escape, which a `0x` hex string never
-//! has. The bytes are the same as serde's (a test compares them).
+//! has. The bytes are the same as serde's (a test compares them), for a
+//! profile whose frames all have sites: a frame without one gets one as it
+//! is written ([`Unnamed`]), since MALT's reader needs every frame there.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -20,6 +22,73 @@ use crate::error::ProfileError;
 use crate::model::Profile;
 use crate::stacks::{Leak, MinMaxSum, StackInfos, StackStat, Stacks};
 use crate::Addr;
+
+/// The frames of a profile's stacks that `sites.instr` does not name
+/// (code in no binary: a JIT's without a perf map, a frame the unwinder
+/// read from a damaged stack). MALT's reader looks every frame of the
+/// stacks up in `sites.instr` without checking (`Extractor::
+/// buildTranslation`) and crashed on a Node program's profile for one
+/// missing: each gets an entry, named as every output names such a frame
+/// (`0x7f… (??)`, [`Profile::frame_name`]).
+pub(crate) struct Unnamed<'a> {
+    known: &'a crate::sites::Sites,
+    /// The last stack seen: stacks come in the order of their tree, and a
+    /// stack's outer frames, shared with the one before, were looked up
+    /// then.
+    last: Vec<Addr>,
+    missing: indexmap::IndexSet<Addr>,
+}
+
+impl<'a> Unnamed<'a> {
+    fn new(known: &'a crate::sites::Sites) -> Unnamed<'a> {
+        Unnamed {
+            known,
+            last: Vec::new(),
+            missing: indexmap::IndexSet::new(),
+        }
+    }
+
+    /// Notes the frames of `stack` (innermost first) that have no entry.
+    fn see(&mut self, stack: &[Addr]) {
+        let shared = stack
+            .iter()
+            .rev()
+            .zip(self.last.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        for a in &stack[..stack.len() - shared] {
+            if !self.known.instr.contains_key(a) {
+                self.missing.insert(*a);
+            }
+        }
+        self.last.clear();
+        self.last.extend_from_slice(stack);
+    }
+
+    /// The sites with an entry for each frame seen without one; None
+    /// where every frame has one.
+    fn completed(&self, profile: &Profile) -> Option<crate::sites::Sites> {
+        if self.missing.is_empty() {
+            return None;
+        }
+        let mut sites = self.known.clone();
+        for &a in &self.missing {
+            let name = profile.frame_name(a).into_owned();
+            let function = crate::strings::StringId(sites.strings.len() as u32);
+            sites.strings.push(name);
+            sites.instr.insert(
+                a,
+                crate::sites::InstrEntry {
+                    file: crate::strings::StringId::UNKNOWN,
+                    function,
+                    line: None,
+                    binary: crate::strings::StringId::UNKNOWN,
+                },
+            );
+        }
+        Some(sites)
+    }
+}
 
 /// Large enough that a big profile is written in few system calls.
 const BUFFER: usize = 1 << 20;
@@ -44,10 +113,11 @@ impl Profile {
         each: impl FnOnce(&mut dyn FnMut(&[Addr], &StackInfos) -> io::Result<()>) -> io::Result<()>,
     ) -> io::Result<()> {
         let mut out = BufWriter::with_capacity(BUFFER, writer);
-        self.write_parts(&mut out, |out: &mut BufWriter<_>| {
+        self.write_parts(&mut out, |out: &mut BufWriter<_>, unnamed: &mut Unnamed| {
             out.write_all(b"{\"stats\":[")?;
             let (mut buf, mut text, mut i) = (Vec::with_capacity(4096), [0u8; 24], 0usize);
             each(&mut |stack, infos| {
+                unnamed.see(stack);
                 buf.clear();
                 let id = Addr::native(i as u64 + 1).format_into(&mut text);
                 stat_json(&mut buf, i, stack, id, infos)?;
@@ -59,16 +129,44 @@ impl Profile {
         out.flush()
     }
 
-    /// The compact JSON, as `serde_json::to_writer` would write it.
-    fn write_compact<W: Write>(&self, out: &mut W) -> io::Result<()> {
-        self.write_parts(out, |out: &mut W| write_stacks(out, &self.stacks))
+    /// Gives every frame of the stacks, threads and leaks an entry in
+    /// `sites.instr`, as the writers do in what they write ([`Unnamed`]):
+    /// what a profile reads back as once written.
+    pub fn name_every_frame(&mut self) {
+        let sites = {
+            let mut u = Unnamed::new(&self.sites);
+            for s in &self.stacks.stats {
+                u.see(&s.stack);
+            }
+            for t in &self.threads {
+                u.see(&t.stack_mem.stack);
+            }
+            for l in &self.leaks {
+                u.see(&l.stack);
+            }
+            u.completed(self)
+        };
+        if let Some(sites) = sites {
+            self.sites = sites;
+        }
     }
 
-    /// The compact JSON, its `stacks` written by `stacks`.
+    /// The compact JSON, as `serde_json::to_writer` would write it.
+    fn write_compact<W: Write>(&self, out: &mut W) -> io::Result<()> {
+        self.write_parts(out, |out: &mut W, unnamed: &mut Unnamed| {
+            for s in &self.stacks.stats {
+                unnamed.see(&s.stack);
+            }
+            write_stacks(out, &self.stacks)
+        })
+    }
+
+    /// The compact JSON, its `stacks` written by `stacks`, which shows
+    /// [`Unnamed`] each stack's frames.
     fn write_parts<W: Write>(
         &self,
         out: &mut W,
-        stacks: impl FnOnce(&mut W) -> io::Result<()>,
+        stacks: impl FnOnce(&mut W, &mut Unnamed) -> io::Result<()>,
     ) -> io::Result<()> {
         fn part(out: &mut impl Write, key: &[u8], value: &impl Serialize) -> io::Result<()> {
             out.write_all(key)?;
@@ -77,8 +175,18 @@ impl Profile {
         part(out, b"{\"run\":", &self.run)?;
         part(out, b",\"config\":", &self.config)?;
         out.write_all(b",\"stacks\":")?;
-        stacks(out)?;
-        part(out, b",\"sites\":", &self.sites)?;
+        let mut unnamed = Unnamed::new(&self.sites);
+        stacks(out, &mut unnamed)?;
+        for t in &self.threads {
+            unnamed.see(&t.stack_mem.stack);
+        }
+        for l in &self.leaks {
+            unnamed.see(&l.stack);
+        }
+        match unnamed.completed(self) {
+            Some(sites) => part(out, b",\"sites\":", &sites)?,
+            None => part(out, b",\"sites\":", &self.sites)?,
+        }
         part(out, b",\"timeline\":", &self.timeline)?;
         part(out, b",\"scatter\":", &self.scatter)?;
         part(out, b",\"threads\":", &self.threads)?;
@@ -321,6 +429,45 @@ mod tests {
     use super::*;
     use crate::{stack_mode, HeapledgerExt, Run, StackInfos, StackStat};
 
+    /// A frame that no entry of `sites.instr` names gets one, named by its
+    /// address, which reads back as the same name; MALT's reader looks
+    /// every frame up there.
+    #[test]
+    fn a_frame_without_a_site_gets_one() {
+        let mut p = Profile::new(Run::new("heapledger-0.1.0", "a", "./a"));
+        let (named, unnamed) = (Addr::native(0x401000), Addr::native(0x7f00_1234));
+        let main = p.sites.strings.len();
+        p.sites.strings.push("main".into());
+        p.sites.instr.insert(
+            named,
+            crate::sites::InstrEntry {
+                file: crate::strings::StringId::UNKNOWN,
+                function: crate::strings::StringId(main as u32),
+                line: None,
+                binary: crate::strings::StringId::UNKNOWN,
+            },
+        );
+        p.stacks.push(StackStat::new(
+            "0x1",
+            vec![unnamed, named],
+            StackInfos::default(),
+        ));
+        p.leaks.push(Leak {
+            stack: vec![Addr::native(0x7f00_5678)],
+            count: 1,
+            memory: 8,
+        });
+        let mut json = Vec::new();
+        p.write_to(&mut json).unwrap();
+        let back = Profile::from_reader(&json[..]).unwrap();
+        for a in [unnamed, Addr::native(0x7f00_5678)] {
+            assert!(back.sites.instr.contains_key(&a), "{a}");
+            assert_eq!(back.frame_name(a), p.frame_name(a));
+            assert_eq!(back.frame_name(a), format!("{a} (??)"));
+        }
+        assert_eq!(back.frame_name(named), "main");
+    }
+
     /// A profile large enough that a second thread writes the last stacks
     /// is written as serde writes it too.
     #[test]
@@ -337,6 +484,7 @@ mod tests {
         }
         let frames: usize = p.stacks.stats.iter().map(|s| s.stack.len()).sum();
         assert!(frames >= SPLIT_FRAMES, "{frames}");
+        p.name_every_frame();
         let mut ours = Vec::new();
         p.write_to(&mut ours).unwrap();
         assert_eq!(
@@ -441,6 +589,7 @@ mod tests {
             count: 0,
             memory: 0,
         });
+        p.name_every_frame();
         for with_ext in [false, true] {
             if with_ext {
                 p.heapledger = Some(HeapledgerExt::new(stack_mode::DWARF, 64));

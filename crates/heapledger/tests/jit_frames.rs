@@ -51,6 +51,54 @@ fn a_jit_frame_is_named_from_the_perf_map() {
     );
 }
 
+/// Without a perf map, the stub's frame is in no binary and has no name:
+/// it is named by its address, and the MALT export still gives it an
+/// entry in `sites.instr`, which MALT's reader looks every frame up in
+/// (it crashed on a Node program's export before).
+#[test]
+fn a_frame_in_no_binary_has_a_site_in_the_malt_export() {
+    let dir = Scratch::new("jit-nomap");
+    let exe = dir.join("jit_perfmap");
+    compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
+    let (p, _) = profile_of("dwarf", &dir, &exe, &["25", "nomap"]);
+    let alloc = site_line("jit_perfmap.c", "jit_alloc");
+    let stacks = stacks_at(&p, "alloc_from_jit", alloc);
+    assert_eq!(stacks.len(), 1, "{stacks:?}");
+    let frames: Vec<(String, Option<u32>)> =
+        stacks[0].stack.iter().map(|&a| frame(&p, a)).collect();
+    let at = frames
+        .iter()
+        .position(|(f, _)| is_fn(f, "alloc_from_jit"))
+        .expect("no alloc_from_jit frame");
+    let stub = stacks[0].stack[at + 1];
+    assert_eq!(frames[at + 1].0, format!("{stub} (??)"));
+    // The export `profile_of` read: every frame of every stack, thread and
+    // leak has its entry.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("p.json")).unwrap()).unwrap();
+    let instr = json["sites"]["instr"].as_object().unwrap();
+    let frames_of = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut all: Vec<String> = Vec::new();
+    for s in json["stacks"]["stats"].as_array().unwrap() {
+        all.extend(frames_of(&s["stack"]));
+    }
+    for t in json["threads"].as_array().unwrap() {
+        all.extend(frames_of(&t["stackMem"]["stack"]));
+    }
+    for l in json["leaks"].as_array().unwrap() {
+        all.extend(frames_of(&l["stack"]));
+    }
+    let missing: Vec<&String> = all.iter().filter(|a| !instr.contains_key(*a)).collect();
+    assert!(missing.is_empty(), "frames without a site: {missing:?}");
+    assert!(instr.contains_key(&stub.to_string()));
+}
+
 /// Node with `--perf-basic-prof --interpreted-frames-native-stack`: the
 /// JavaScript functions that asked for a Buffer's memory, with their file
 /// and line. Skipped where node is not installed.

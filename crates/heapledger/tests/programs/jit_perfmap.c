@@ -2,7 +2,7 @@
  * /tmp/perf-PID.map as V8 does (`--perf-basic-prof`), and calls through it
  * a function that allocates. The stub keeps a frame pointer, as JIT code
  * does, so that stacks unwind through it. Prints its pid.
- * Usage: jit_perfmap CALLS. */
+ * Usage: jit_perfmap CALLS [nomap]: with `nomap`, no map is written. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +26,16 @@ int main(int argc, char **argv) {
     if (jit == MAP_FAILED)
         return 2;
     memcpy(jit + 64, code, sizeof code);
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
-    FILE *map = fopen(path, "w");
-    if (!map)
-        return 3;
-    fprintf(map, "%lx %zx JS:*renderRows /srv/app/view.js:27:9\n",
-            (unsigned long)(jit + 64), sizeof code);
-    fclose(map);
+    if (!(argc > 2 && strcmp(argv[2], "nomap") == 0)) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+        FILE *map = fopen(path, "w");
+        if (!map)
+            return 3;
+        fprintf(map, "%lx %zx JS:*renderRows /srv/app/view.js:27:9\n",
+                (unsigned long)(jit + 64), sizeof code);
+        fclose(map);
+    }
     void (*stub)(void) = (void (*)(void))(jit + 64);
     for (int i = 0; i < calls; i++)
         stub(); /* SITE:jit_call */
