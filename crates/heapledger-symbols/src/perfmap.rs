@@ -6,7 +6,8 @@
 //! (`tools/perf/Documentation/jit-interface.txt`): `START SIZE NAME`,
 //! START and SIZE in hex without `0x`. Node and V8
 //! (`--perf-basic-prof`), CPython 3.12 and later (`-X perf`), Java with
-//! perf-map-agent, .NET (`DOTNET_PerfMapEnabled=1`), LuaJIT and Julia
+//! perf-map-agent or `-XX:+DumpPerfMapAtExit` (JDK 17), .NET
+//! (`DOTNET_PerfMapEnabled=1`), LuaJIT and Julia
 //! write it. Where pieces of code overlap (code freed and its memory used
 //! again), the later line wins, as `perf` takes it.
 //!
