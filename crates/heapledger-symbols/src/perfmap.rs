@@ -101,9 +101,24 @@ fn parse_line(line: &[u8]) -> Option<(u64, u64, String)> {
 /// frame's file and line, and the rest its function, without V8's `JS:`
 /// and the mark of the tier that compiled it (`~` interpreted, `^`
 /// Sparkplug, `+` Maglev, `*` TurboFan), so that one function is one
-/// whichever tier ran it: `render`, or `(anonymous)`. Other names stay
-/// whole.
+/// whichever tier ran it: `render`, or `(anonymous)`. CPython's
+/// (`py::render:/app/view.py`) are its function and file. Other names
+/// stay whole.
 fn frame_of(name: &str) -> Resolved {
+    if let Some((function, file)) = name
+        .strip_prefix("py::")
+        .and_then(|rest| rest.split_once(':'))
+        .filter(|(f, file)| !f.is_empty() && !file.is_empty())
+    {
+        return Resolved {
+            binary: PathBuf::from(JIT_BINARY),
+            frames: vec![Frame {
+                function: Some(function.to_owned()),
+                file: Some(file.to_owned()),
+                line: None,
+            }],
+        };
+    }
     let at = name.rsplit_once(' ').and_then(|(function, place)| {
         let function = match function.strip_prefix("JS:") {
             Some(js) => match js.trim_start_matches(['~', '^', '+', '*']) {
@@ -184,7 +199,7 @@ mod tests {
             [
                 (0x1000, "Builtin:ArgumentsAdaptor".into(), None, None),
                 (0x10ff, "Builtin:ArgumentsAdaptor".into(), None, None),
-                (0x2010, "py::handle:/srv/app.py".into(), None, None),
+                (0x2010, "handle".into(), Some("/srv/app.py".into()), None),
                 (
                     0x3005,
                     "LuaJIT trace #7".into(),

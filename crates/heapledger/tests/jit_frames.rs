@@ -182,3 +182,101 @@ fn node_functions_are_named() {
             .join("\n\n")
     );
 }
+
+/// A Python of 3.12 or later, where one is found: on `PATH`
+/// (`python3.13`, `python3.12`, `python3`) or under pyenv.
+fn python_with_perf_trampolines() -> Option<std::path::PathBuf> {
+    let mut candidates: Vec<std::path::PathBuf> =
+        ["python3.14", "python3.13", "python3.12", "python3"]
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+    if let Some(home) = std::env::var_os("HOME") {
+        let versions = std::path::Path::new(&home).join(".pyenv/versions");
+        if let Ok(dir) = std::fs::read_dir(versions) {
+            let mut found: Vec<_> = dir
+                .flatten()
+                .map(|e| e.path().join("bin/python3"))
+                .collect();
+            found.sort();
+            candidates.extend(found.into_iter().rev());
+        }
+    }
+    candidates.into_iter().find(|py| {
+        std::process::Command::new(py)
+            .args(["-c", "import sys; sys.exit(0 if sys.version_info >= (3, 12) and sys.platform == 'linux' else 1)"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// CPython 3.12 and later under `-X perf`: each Python function runs
+/// through a trampoline of its own, which keeps no frame pointer and has
+/// no unwind information. The recorder knows its code, so that a stack
+/// goes on through every Python function: `make_rows` under `outer` under
+/// the module, each with its file (before, stacks ended at the innermost
+/// Python function). Skipped where no such Python is found.
+#[test]
+fn python_functions_under_x_perf() {
+    let Some(python) = python_with_perf_trampolines() else {
+        eprintln!("python_functions_under_x_perf skipped: no Python 3.12 or later");
+        return;
+    };
+    let dir = Scratch::new("jit-python");
+    let script = dir.join("rows.py");
+    std::fs::write(
+        &script,
+        "import os\n\
+         def make_rows(n):\n\
+         \x20   return [str(i) * 3 for i in range(n)]\n\
+         def outer():\n\
+         \x20   return sum(len(make_rows(2000)) for _ in range(20))\n\
+         outer()\n\
+         print(os.getpid())\n",
+    )
+    .unwrap();
+    let out = dir.join("p.sqlite");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&python)
+        .args(["-X", "perf"])
+        .arg(&script)
+        .current_dir(dir.join("."))
+        .output()
+        .unwrap();
+    let _map = MapOf(String::from_utf8_lossy(&o.stdout).into_owned());
+    assert!(o.status.success(), "{o:?}");
+    let json = dir.join("p.json");
+    export_malt(&out, None, &json);
+    let p = read_profile(&json);
+    let script_path = script.to_string_lossy().into_owned();
+    let chains: Vec<Vec<String>> = p
+        .stacks
+        .iter()
+        .filter(|s| s.infos.alloc.count > 0)
+        .map(|s| {
+            s.stack
+                .iter()
+                .filter_map(|&a| {
+                    let site = p.resolve_addr(a)?;
+                    (site.file == script_path).then(|| site.function.to_owned())
+                })
+                .collect::<Vec<String>>()
+        })
+        .filter(|c| c.first().is_some_and(|f| f == "make_rows"))
+        .collect();
+    assert!(!chains.is_empty(), "no stack through make_rows");
+    // (The generator's name is qualified, `outer.<locals>.<genexpr>`.)
+    for c in &chains {
+        assert!(
+            c.len() == 4
+                && c[0] == "make_rows"
+                && c[1].ends_with("<genexpr>")
+                && c[2] == "outer"
+                && c[3] == "<module>",
+            "{chains:?}"
+        );
+    }
+}

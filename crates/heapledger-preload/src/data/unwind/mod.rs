@@ -234,6 +234,9 @@ pub struct Unwind {
     foreign: Vec<u64>,
     /// Set by a step that wanted a word past the end of that copy.
     past_copy: bool,
+    /// Which return addresses in no module are CPython perf trampolines'
+    /// (see `step::TRAMPOLINE`), made at the first such address.
+    trampolines: Vec<u64>,
 }
 
 type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
@@ -312,6 +315,7 @@ impl Unwind {
             stack_hi,
             foreign: Vec::new(),
             past_copy: false,
+            trampolines: Vec::new(),
         }
     }
 

@@ -119,6 +119,68 @@ impl Unwind {
         })
     }
 
+    /// The step out of a CPython perf trampoline (see [`TRAMPOLINE`]):
+    /// `sub rsp, 8; call rcx; add rsp, 8; ret`, returned to after the call:
+    /// the caller's return address is at sp + 8, its sp is sp + 16, and bp
+    /// passes through untouched.
+    #[inline(never)]
+    fn step_trampoline(&mut self, st: State, mem: Mem) -> Option<State> {
+        self.last_dep = 0;
+        let ra = self.read_logged(st.sp + 8, mem)?;
+        if ra < 4096 || (ra >= mem.lo && ra < mem.hi) {
+            return None;
+        }
+        Some(State {
+            ra,
+            sp: st.sp + 16,
+            bp: st.bp,
+            flags: 0,
+        })
+    }
+
+    /// Whether `ra`, an address in no module, returns into a CPython perf
+    /// trampoline: its code read once (by `process_vm_readv`, which fails
+    /// rather than faults where nothing is mapped) and the answer kept in
+    /// a direct-mapped table of the thread's, made at the first question.
+    #[inline(never)]
+    fn is_trampoline(&mut self, ra: u64) -> bool {
+        if ra < TRAMPOLINE_CALL as u64 {
+            return false;
+        }
+        if self.trampolines.is_empty() {
+            if self
+                .trampolines
+                .try_reserve_exact(TRAMPOLINE_SLOTS)
+                .is_err()
+            {
+                return false;
+            }
+            self.trampolines.resize(TRAMPOLINE_SLOTS, 0);
+        }
+        let slot = (ra ^ (ra >> 11)) as usize & (TRAMPOLINE_SLOTS - 1);
+        let known = self.trampolines[slot];
+        if known & !NOT_TRAMPOLINE == ra {
+            return known & NOT_TRAMPOLINE == 0;
+        }
+        let mut code = [0u8; TRAMPOLINE.len()];
+        let _errno = crate::base::sync::ErrnoGuard::new();
+        let local = libc::iovec {
+            iov_base: code.as_mut_ptr().cast(),
+            iov_len: code.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: (ra - TRAMPOLINE_CALL as u64) as *mut core::ffi::c_void,
+            iov_len: code.len(),
+        };
+        // SAFETY: reads this process's memory into `code`; an address that
+        // is not mapped fails the call.
+        let n =
+            unsafe { libc::process_vm_readv(crate::base::phase::pid(), &local, 1, &remote, 1, 0) };
+        let yes = n == code.len() as isize && code == TRAMPOLINE;
+        self.trampolines[slot] = if yes { ra } else { ra | NOT_TRAMPOLINE };
+        yes
+    }
+
     /// A step by framehop (no rule of ours for this address): a signal
     /// frame, a rule not learnt yet, or one that is not ours to run.
     #[inline(never)]
@@ -200,6 +262,12 @@ impl Unwind {
             }),
             _ => None,
         };
+        // A step framehop could not take, from code with no unwind
+        // information and no frame pointer: a CPython perf trampoline's?
+        if r1.is_err() && st.flags & IP_FRAME == 0 && self.is_trampoline(st.ra) {
+            self.tmp_reads.truncate(self.step_from as usize);
+            return self.step_trampoline(st, mem);
+        }
         // Known for this address from an earlier successful probe? (A step
         // that failed is always probed again.)
         let logged_from = self.step_from as usize;
@@ -337,6 +405,27 @@ pub(super) fn is_sigreturn(ra: u64) -> bool {
     let code = unsafe { core::slice::from_raw_parts(ra as *const u8, 9) };
     code == [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]
 }
+
+/// The code CPython 3.12 and later copy for each Python function under
+/// `-X perf` (`Python/asm_trampoline.S`, x86-64), the return address
+/// `TRAMPOLINE_CALL` bytes in: it keeps no frame pointer and has no unwind
+/// information, so stacks ended at the innermost Python function. With its
+/// step known, they go on through every Python function to `main`, each
+/// named from the perf map (`heapledger_symbols::perfmap`).
+const TRAMPOLINE: [u8; 11] = [
+    0x48, 0x83, 0xec, 0x08, // sub rsp, 8
+    0xff, 0xd1, // call rcx
+    0x48, 0x83, 0xc4, 0x08, // add rsp, 8
+    0xc3, // ret
+];
+const TRAMPOLINE_CALL: usize = 6;
+/// Slots of a thread's table of answers (see `Unwind::is_trampoline`): a
+/// Python program has a trampoline per function it ran, Node thousands of
+/// return addresses into its JIT code.
+const TRAMPOLINE_SLOTS: usize = 1024;
+/// Marks an address found not to be a trampoline's (user addresses are
+/// below 2^47).
+const NOT_TRAMPOLINE: u64 = 1 << 63;
 
 /// `Box::new(v)`, or None when memory ran out (where `Box::new` would
 /// abort the program).
