@@ -59,8 +59,8 @@ pub use read::check_values;
 pub use scatter::{Scatter, ScatterAxis, ScatterChart, ScatterInfos, ScatterPoint};
 pub use sites::{basename, InstrEntry, MapEntry, SiteRef, Sites};
 pub use stacks::{
-    Changed, Leak, LeakBlock, LeakBlocks, MinMaxSum, Series, SeriesCounts, SeriesPoint, StackInfos,
-    StackStat, Stacks, ThreadStacks,
+    shared_outer_frames, Changed, Leak, LeakBlock, LeakBlocks, MinMaxSum, Series, SeriesCounts,
+    SeriesPoint, StackInfos, StackStat, Stacks, ThreadStacks,
 };
 pub use strings::{StringId, StringTable, UNKNOWN};
 pub use threads::{AllocFuncStats, CallStat, StackMem, ThreadStats, TimeProfiler};

@@ -479,3 +479,15 @@ mod tests {
         assert_eq!(t.threads().map(|(t, _)| t).collect::<Vec<_>>(), [0, 5]);
     }
 }
+
+/// How many outer frames two stacks (innermost first) share: stacks read
+/// in the order of their tree share long outer parts, which a reader of
+/// one stack after another need not look at again.
+pub fn shared_outer_frames(stack: &[Addr], last: &[Addr]) -> usize {
+    stack
+        .iter()
+        .rev()
+        .zip(last.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count()
+}

@@ -50,12 +50,7 @@ impl<'a> Unnamed<'a> {
 
     /// Notes the frames of `stack` (innermost first) that have no entry.
     fn see(&mut self, stack: &[Addr]) {
-        let shared = stack
-            .iter()
-            .rev()
-            .zip(self.last.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
+        let shared = crate::stacks::shared_outer_frames(stack, &self.last);
         for a in &stack[..stack.len() - shared] {
             if !self.known.instr.contains_key(a) {
                 self.missing.insert(*a);

@@ -159,12 +159,7 @@ impl<'p> Namer<'p> {
     ) {
         // The outer frames this stack shares with the last one keep their
         // routines.
-        let shared = stack
-            .iter()
-            .rev()
-            .zip(self.last.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
+        let shared = heapledger_profile::shared_outer_frames(stack, &self.last);
         self.last_out.truncate(self.ends[shared] as usize);
         self.ends.truncate(shared + 1);
         for &a in stack[..stack.len() - shared].iter().rev() {

@@ -20,6 +20,27 @@ impl Drop for MapOf {
     }
 }
 
+/// Runs `command` under heapledger in `dir` (V8 writes its log,
+/// `isolate-*-v8.log`, where it runs), which must succeed and print its
+/// pid first; returns the profile, read through the MALT export, and what
+/// removes the perf map it left.
+fn run_in(dir: &Scratch, command: &[&std::ffi::OsStr]) -> (heapledger_profile::Profile, MapOf) {
+    let out = dir.join("p.sqlite");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(command)
+        .current_dir(dir.join("."))
+        .output()
+        .unwrap();
+    let map = MapOf(String::from_utf8_lossy(&o.stdout).into_owned());
+    assert!(o.status.success(), "{o:?}");
+    let json = dir.join("p.json");
+    export_malt(&out, None, &json);
+    (read_profile(&json), map)
+}
+
 #[test]
 fn a_jit_frame_is_named_from_the_perf_map() {
     let dir = Scratch::new("jit");
@@ -126,27 +147,15 @@ fn node_functions_are_named() {
          console.log(process.pid);\n",
     )
     .unwrap();
-    let out = dir.join("p.sqlite");
-    // In the scratch directory: V8 writes its log (`isolate-*-v8.log`)
-    // where it runs.
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["run", "-q", "-o"])
-        .arg(&out)
-        .args([
-            "--",
-            "node",
-            "--perf-basic-prof",
-            "--interpreted-frames-native-stack",
-        ])
-        .arg(&script)
-        .current_dir(dir.join("."))
-        .output()
-        .unwrap();
-    let _map = MapOf(String::from_utf8_lossy(&o.stdout).into_owned());
-    assert!(o.status.success(), "{o:?}");
-    let json = dir.join("p.json");
-    export_malt(&out, None, &json);
-    let p = read_profile(&json);
+    let (p, _map) = run_in(
+        &dir,
+        &[
+            "node".as_ref(),
+            "--perf-basic-prof".as_ref(),
+            "--interpreted-frames-native-stack".as_ref(),
+            script.as_os_str(),
+        ],
+    );
     // The 1 000 Buffers (100 000 to 100 049 bytes: nothing else node
     // allocates is that size), each under the function that made them, at
     // the line it is defined on. Found by size, not by node's own
@@ -235,22 +244,15 @@ fn python_functions_under_x_perf() {
          print(os.getpid())\n",
     )
     .unwrap();
-    let out = dir.join("p.sqlite");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["run", "-q", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(&python)
-        .args(["-X", "perf"])
-        .arg(&script)
-        .current_dir(dir.join("."))
-        .output()
-        .unwrap();
-    let _map = MapOf(String::from_utf8_lossy(&o.stdout).into_owned());
-    assert!(o.status.success(), "{o:?}");
-    let json = dir.join("p.json");
-    export_malt(&out, None, &json);
-    let p = read_profile(&json);
+    let (p, _map) = run_in(
+        &dir,
+        &[
+            python.as_os_str(),
+            "-X".as_ref(),
+            "perf".as_ref(),
+            script.as_os_str(),
+        ],
+    );
     let script_path = script.to_string_lossy().into_owned();
     let chains: Vec<Vec<String>> = p
         .stacks
