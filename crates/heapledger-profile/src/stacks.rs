@@ -406,6 +406,18 @@ impl ThreadStacks {
 /// allocated, frees, bytes freed.
 pub type SeriesCounts = [u64; 4];
 
+/// How many outer frames two stacks (innermost first) share: stacks read
+/// in the order of their tree share long outer parts, which a reader of
+/// one stack after another need not look at again.
+pub fn shared_outer_frames(stack: &[Addr], last: &[Addr]) -> usize {
+    stack
+        .iter()
+        .rev()
+        .zip(last.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -478,16 +490,4 @@ mod tests {
         );
         assert_eq!(t.threads().map(|(t, _)| t).collect::<Vec<_>>(), [0, 5]);
     }
-}
-
-/// How many outer frames two stacks (innermost first) share: stacks read
-/// in the order of their tree share long outer parts, which a reader of
-/// one stack after another need not look at again.
-pub fn shared_outer_frames(stack: &[Addr], last: &[Addr]) -> usize {
-    stack
-        .iter()
-        .rev()
-        .zip(last.iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count()
 }
