@@ -47,6 +47,12 @@ static LOADER_GEN: AtomicU64 = AtomicU64::new(u64::MAX);
 /// libc's executable range, where the signal return trampoline lives.
 pub static LIBC_LO: AtomicU64 = AtomicU64::new(0);
 pub static LIBC_HI: AtomicU64 = AtomicU64::new(0);
+/// Set once a CPython (its executable or `libpython`) is mapped: only
+/// there does the unwinder look for CPython's perf trampolines, which
+/// takes a system call the first time an address is looked at (see
+/// `unwind::step`), one a strict sandbox of another program might refuse
+/// by killing it.
+pub static PYTHON: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 #[derive(Clone, PartialEq, Eq)]
 pub struct ModuleRec {
@@ -245,6 +251,10 @@ pub fn refresh(force: bool) {
         } else {
             f.name.clone()
         };
+        let file = path.rsplit('/').next().unwrap_or(&path);
+        if file.starts_with("libpython") || file.starts_with("python") {
+            PYTHON.store(true, Ordering::Relaxed);
+        }
         if path.contains("/libc.so") {
             if let Some(&(s, e, _)) = f.exec.first() {
                 LIBC_LO.store(s, Ordering::Relaxed);

@@ -138,10 +138,12 @@ impl Unwind {
         })
     }
 
-    /// Whether `ra`, an address in no module, returns into a CPython perf
-    /// trampoline: its code read once (by `process_vm_readv`, which fails
-    /// rather than faults where nothing is mapped) and the answer kept in
-    /// a direct-mapped table of the thread's, made at the first question.
+    /// Whether `ra`, an address framehop could not step from, returns into
+    /// a CPython perf trampoline: its code read once (by
+    /// `process_vm_readv`, which fails rather than faults where nothing is
+    /// mapped) and the answer kept in a direct-mapped table of the
+    /// thread's, made at the first question. Asked only in a process where
+    /// a CPython is mapped (`modules::PYTHON`).
     #[inline(never)]
     fn is_trampoline(&mut self, ra: u64) -> bool {
         if ra < TRAMPOLINE_CALL as u64 {
@@ -264,7 +266,11 @@ impl Unwind {
         };
         // A step framehop could not take, from code with no unwind
         // information and no frame pointer: a CPython perf trampoline's?
-        if r1.is_err() && st.flags & IP_FRAME == 0 && self.is_trampoline(st.ra) {
+        if r1.is_err()
+            && st.flags & IP_FRAME == 0
+            && modules::PYTHON.load(Ordering::Relaxed)
+            && self.is_trampoline(st.ra)
+        {
             self.tmp_reads.truncate(self.step_from as usize);
             return self.step_trampoline(st, mem);
         }
