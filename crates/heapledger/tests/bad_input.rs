@@ -713,25 +713,16 @@ struct Measured {
 /// Runs `heapledger ARGS` in `dir` and measures its time and peak memory
 /// (`support::peak`); kills it after 10 s, or as soon as it holds more
 /// than 1 GiB, and fails the test then.
-#[allow(clippy::zombie_processes)] // reaped by `wait_with_peak`
 fn measured(dir: &Path, args: &[&std::ffi::OsStr]) -> Measured {
     let out = dir.join(".stdout");
     let err = dir.join(".stderr");
-    let child = Command::new(heapledger())
-        .args(args)
+    let mut cmd = Command::new(heapledger());
+    cmd.args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let what = format!("heapledger {args:?}");
-    let ended = peak::wait_with_peak(
-        &child,
-        "heapledger",
-        std::time::Duration::from_secs(10),
-        &what,
-    );
+        .stderr(std::fs::File::create(&err).unwrap());
+    let (ended, _) = peak::heapledger_with_peak(cmd, std::time::Duration::from_secs(10));
     Measured {
         code: libc::WIFEXITED(ended.status).then(|| libc::WEXITSTATUS(ended.status)),
         stdout: std::fs::read_to_string(&out).unwrap(),
@@ -826,6 +817,18 @@ fn readers_refuse_a_fifo_without_opening_it() {
 
 /// A big file that is no profile is judged from its first bytes (sparse
 /// files: no disk is used).
+/// A file of `len` bytes that starts with `start`, the rest never written
+/// (sparse: it takes no room).
+fn sparse_file(path: &Path, start: &[u8], len: u64) {
+    std::fs::write(path, start).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
 #[test]
 fn readers_judge_a_big_file_by_its_head() {
     let tmp = TempDir::new("bad-big");
@@ -834,13 +837,7 @@ fn readers_judge_a_big_file_by_its_head() {
         ("brace.json", b"{", "not a JSON profile"),
     ] {
         let f = tmp.join(name);
-        std::fs::write(&f, start).unwrap();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&f)
-            .unwrap()
-            .set_len(8 << 30)
-            .unwrap();
+        sparse_file(&f, start, 8 << 30);
         every_reader_refuses(&tmp, &f, &[says]);
     }
 }
@@ -882,13 +879,7 @@ fn readers_name_files_that_are_not_profiles() {
         ),
     ] {
         let f = tmp.join(name);
-        std::fs::write(&f, start).unwrap();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&f)
-            .unwrap()
-            .set_len(1 << 30)
-            .unwrap();
+        sparse_file(&f, start, 1 << 30);
         every_reader_refuses(&tmp, &f, says);
         std::fs::remove_file(&f).unwrap();
     }

@@ -174,22 +174,12 @@ fn the_leak_report_names_every_block_left() {
 
 /// Peak resident memory (KiB, `common::peak`) and standard output of
 /// `heapledger ARGS`, which must succeed.
-#[allow(clippy::zombie_processes)] // reaped by `wait_with_peak`
 fn with_peak(args: &[&std::ffi::OsStr]) -> (i64, String) {
     let dir = Scratch::new("leaks-peak");
     let out = dir.join("stdout");
-    let child = Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(args)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .spawn()
-        .unwrap();
-    let what = format!("heapledger {args:?}");
-    let ended = peak::wait_with_peak(
-        &child,
-        "heapledger",
-        std::time::Duration::from_secs(120),
-        &what,
-    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_heapledger"));
+    cmd.args(args).stdout(std::fs::File::create(&out).unwrap());
+    let (ended, what) = peak::heapledger_with_peak(cmd, std::time::Duration::from_secs(120));
     assert!(
         libc::WIFEXITED(ended.status) && libc::WEXITSTATUS(ended.status) == 0,
         "{what} ended with status {}",

@@ -10,7 +10,7 @@
 //! space the child has now), every 2 ms (every 0.2 ms in its first 50 ms)
 //! once the child runs its own program.
 
-use std::process::Child;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// How a measured child ended.
@@ -82,4 +82,13 @@ pub fn wait_with_peak(child: &Child, comm: &str, limit: Duration, what: &str) ->
         };
         std::thread::sleep(pause);
     }
+}
+
+/// Spawns `cmd`, a heapledger command, and waits for it measuring its peak
+/// ([`wait_with_peak`], `what` the command as Debug shows it).
+#[allow(clippy::zombie_processes)] // reaped by `wait_with_peak`
+pub fn heapledger_with_peak(mut cmd: Command, limit: Duration) -> (Ended, String) {
+    let what = format!("{cmd:?}");
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+    (wait_with_peak(&child, "heapledger", limit, &what), what)
 }
