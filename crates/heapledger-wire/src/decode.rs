@@ -143,8 +143,12 @@ pub struct Dump {
     pub leak_blocks_omitted: u64,
     /// The checkpoint series beside the dump (`P.series`, see
     /// [`SERIES_MAGIC`]), as written (read with [`series_records`]): not
-    /// in the dump itself; the reader of the run's files sets it.
+    /// in the dump itself; the reader of the run's files sets it, or
+    /// `series_file` instead.
     pub series: Vec<u8>,
+    /// The file of that series, read as it is used
+    /// ([`each_series_record`]) where `series` is empty.
+    pub series_file: Option<std::path::PathBuf>,
     /// What each thread allocated at each stack ([`Tag::ThreadStack`]).
     pub thread_stacks: ThreadRows,
     /// Threads whose rows were not kept ([`Tag::ThreadStacksUnkept`]).
@@ -589,25 +593,58 @@ pub fn series_record_refs(buf: &[u8]) -> impl Iterator<Item = SeriesRecordRef<'_
         let len = u32::from_le_bytes(buf[at + 4..at + 8].try_into().expect("4 bytes")) as usize;
         let payload = buf.get(at + 8..at + 8 + len)?;
         at += 8 + len;
-        let mut r = Reader::new(payload);
-        let mut one = || -> Result<SeriesRecordRef<'_>, DecodeError> {
-            let (seq, ticks) = (r.u()?, r.u()?);
-            let rows = &payload[r.pos..];
-            while r.pos < payload.len() {
-                for _ in 0..1 + SERIES_FIELDS {
-                    r.u()?;
-                }
-            }
-            Ok(SeriesRecordRef { seq, ticks, rows })
-        };
-        match one() {
-            Ok(rec) => Some(rec),
-            Err(_) => {
-                at = buf.len();
-                None
+        let rec = series_record(payload);
+        if rec.is_none() {
+            at = buf.len();
+        }
+        rec
+    })
+}
+
+/// A series record's payload, checked whole.
+fn series_record(payload: &[u8]) -> Option<SeriesRecordRef<'_>> {
+    let mut r = Reader::new(payload);
+    let mut one = || -> Result<SeriesRecordRef<'_>, DecodeError> {
+        let (seq, ticks) = (r.u()?, r.u()?);
+        let rows = &payload[r.pos..];
+        while r.pos < payload.len() {
+            for _ in 0..1 + SERIES_FIELDS {
+                r.u()?;
             }
         }
-    })
+        Ok(SeriesRecordRef { seq, ticks, rows })
+    };
+    one().ok()
+}
+
+/// [`series_record_refs`] over a file read as it goes: each record in
+/// turn, in one buffer reused, to `each`, until it returns false, the file
+/// ends, or a record is cut short or damaged. A 10-hour run's series is
+/// hundreds of MB; its largest record (one per stack changed) is what
+/// this holds.
+pub fn each_series_record(
+    file: impl std::io::Read,
+    mut each: impl FnMut(SeriesRecordRef<'_>) -> bool,
+) {
+    use std::io::Read;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut buf = Vec::new();
+    loop {
+        let mut head = [0u8; 8];
+        if r.read_exact(&mut head).is_err() || head[..4] != SERIES_MAGIC {
+            return;
+        }
+        let len = u32::from_le_bytes(head[4..].try_into().expect("4 bytes")) as usize;
+        buf.clear();
+        match (&mut r).take(len as u64).read_to_end(&mut buf) {
+            Ok(n) if n == len => {}
+            _ => return,
+        }
+        match series_record(&buf) {
+            Some(rec) if each(rec) => {}
+            _ => return,
+        }
+    }
 }
 
 /// Decodes a whole dump.
@@ -1139,6 +1176,38 @@ mod tests {
             assert_eq!(part.len(), 1, "cut {cut}");
         }
         assert!(decode_series(b"not a series").is_empty());
+        // Read as a file: the same records, and the same where cut.
+        let from_file = |b: &[u8]| {
+            let mut v = Vec::new();
+            each_series_record(b, |r| {
+                v.push(SeriesRecord {
+                    seq: r.seq,
+                    ticks: r.ticks,
+                    stacks: r.rows().collect(),
+                });
+                true
+            });
+            v
+        };
+        assert_eq!(from_file(&file), whole);
+        for cut in 0..file.len() {
+            assert_eq!(
+                from_file(&file[..cut]),
+                decode_series(&file[..cut]),
+                "cut {cut}"
+            );
+        }
+        let mut damaged = file.clone();
+        damaged[whole_len(&file) + 9] = 0xff;
+        damaged.push(0x80);
+        assert_eq!(from_file(&damaged), decode_series(&damaged));
+        // Stopped by its caller after one.
+        let mut n = 0;
+        each_series_record(&file[..], |_| {
+            n += 1;
+            false
+        });
+        assert_eq!(n, 1);
     }
 
     /// The first record's length, magic and length included.

@@ -319,10 +319,12 @@ impl Pending {
             }
         }
         // The series of the process's checkpoints, up to the one read.
+        // Read as the profile is built, a record at a time: a long run's
+        // series is hundreds of MB.
         if let (Some(s), Some(d)) = (&self.series, l.dump.as_mut()) {
-            d.series = match std::fs::symlink_metadata(s) {
-                Ok(m) if m.file_type().is_file() => std::fs::read(s).unwrap_or_default(),
-                _ => Vec::new(),
+            d.series_file = match std::fs::symlink_metadata(s) {
+                Ok(m) if m.file_type().is_file() => Some(s.clone()),
+                _ => None,
             };
         }
         Ok(l)

@@ -2,7 +2,7 @@
 //! from the recorder's stack ids to the profile's stacks.
 
 use heapledger_profile::{Changed, CompactStacks, Series, SeriesCounts, SeriesPoint};
-use heapledger_wire::Dump;
+use heapledger_wire::{Dump, SeriesRecordRef};
 type HashMap<K, V, S = foldhash::fast::RandomState> = std::collections::HashMap<K, V, S>;
 
 /// The profile's stack (its index) of each recorder stack id: by index
@@ -99,10 +99,28 @@ impl Thinning {
 /// stack became.
 pub fn of(d: &mut Dump, id_map: &IdMap, stacks: &CompactStacks, merged: &[usize]) -> Series {
     let raw = std::mem::take(&mut d.series);
+    let file = d.series_file.take();
     // Up to the checkpoint the profile stops at, where it does.
     let upto = d.checkpoint.map_or(u64::MAX, |c| c.seq);
-    let records = || heapledger_wire::series_record_refs(&raw).take_while(|r| r.seq <= upto);
-    let n = records().count();
+    // Each record in turn, from the bytes or the file.
+    let each = |f: &mut dyn FnMut(SeriesRecordRef<'_>)| match &file {
+        Some(path) => {
+            if let Ok(file) = std::fs::File::open(path) {
+                heapledger_wire::each_series_record(file, |r| {
+                    let go = r.seq <= upto;
+                    if go {
+                        f(r);
+                    }
+                    go
+                });
+            }
+        }
+        None => heapledger_wire::series_record_refs(&raw)
+            .take_while(|r| r.seq <= upto)
+            .for_each(f),
+    };
+    let mut n = 0;
+    each(&mut |_| n += 1);
     if n == 0 {
         return Series::default();
     }
@@ -112,7 +130,15 @@ pub fn of(d: &mut Dump, id_map: &IdMap, stacks: &CompactStacks, merged: &[usize]
     let mut by_index: Vec<SeriesCounts> = vec![[0; 4]; stacks.len()];
     let mut points = Vec::new();
     let mut thin = Thinning::new(n);
-    for (i, r) in records().enumerate() {
+    let mut i = 0;
+    let mut last_ticks = 0;
+    each(&mut |r| {
+        // Records appended since they were counted (a process that was
+        // still running) are left out: the count decided the points.
+        if i >= n {
+            return;
+        }
+        last_ticks = r.ticks;
         for (id, c) in r.rows() {
             let Some(at) = id_map.get(id) else { continue };
             let sum = &mut by_index[at];
@@ -129,6 +155,18 @@ pub fn of(d: &mut Dump, id_map: &IdMap, stacks: &CompactStacks, merged: &[usize]
         if let Some(changed) = thin.point(i) {
             points.push(SeriesPoint {
                 seconds: seconds(r.ticks),
+                changed: changed.map(|at| (at, by_index[at as usize])).collect(),
+            });
+        }
+        i += 1;
+    });
+    // Fewer records than counted (the file changed between the readings):
+    // the stacks changed since the last point still get one.
+    if i < n && !thin.changed.is_empty() {
+        thin.every = 1;
+        if let Some(changed) = thin.point(thin.n - 1) {
+            points.push(SeriesPoint {
+                seconds: seconds(last_ticks),
                 changed: changed.map(|at| (at, by_index[at as usize])).collect(),
             });
         }
@@ -246,6 +284,19 @@ mod tests {
             d.ticks_per_second = 1000;
             d.end_ticks = (n as u64 + 1) * 1000;
             let s = of(&mut d, &ids, &stacks, &[]);
+            // The same, read from the file as it goes.
+            let path = std::env::temp_dir().join(format!(
+                "heapledger-series-test-{}-{n}.series",
+                std::process::id()
+            ));
+            std::fs::write(&path, series_file(n, k).0).unwrap();
+            let mut f = Dump::default();
+            f.series_file = Some(path.clone());
+            f.ticks_per_second = 1000;
+            f.end_ticks = d.end_ticks;
+            let from_file = of(&mut f, &ids, &stacks, &[]);
+            std::fs::remove_file(&path).unwrap();
+            assert_eq!(from_file, s, "{n}");
             // The checkpoints kept, then the end (its stacks' counters are
             // the profile's, all 0 here).
             let kept = s.points.len() - 1;
