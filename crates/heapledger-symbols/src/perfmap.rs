@@ -31,6 +31,36 @@ pub fn path_of(pid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/perf-{pid}.map"))
 }
 
+/// Removes process `pid`'s perf map where CPython wrote it for heapledger
+/// (`PYTHONPERFSUPPORT`, which `heapledger run` sets): a regular file,
+/// last written at or after `not_before_unix_ns` (the run's start), whose
+/// first line names a Python function (`py::`). Any other map (another
+/// runtime's, or one from before the run) stays. Whether it was removed.
+pub fn remove_python_map(pid: u32, not_before_unix_ns: u64) -> bool {
+    let path = path_of(pid);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return false;
+    };
+    let written_ns = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    if !meta.is_file() || written_ns < not_before_unix_ns {
+        return false;
+    }
+    let Ok(file) = std::fs::File::open(&path) else {
+        return false;
+    };
+    let mut first = Vec::new();
+    let _ = std::io::BufReader::new(file.take(4096)).read_until(b'\n', &mut first);
+    let python = first
+        .split(|&b| b == b' ')
+        .nth(2)
+        .is_some_and(|name| name.starts_with(b"py::"));
+    python && std::fs::remove_file(&path).is_ok()
+}
+
 /// Names the addresses of `sorted` (lookup addresses, sorted, distinct)
 /// that the perf map at `path` covers: (address, frame) pairs. A file last
 /// written before `not_before` (the process's start, Unix time in ns) is

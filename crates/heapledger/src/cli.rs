@@ -101,6 +101,14 @@ enum Command {
         /// recorded instead of 1.5 million).
         #[arg(long)]
         pymalloc: bool,
+        /// Leave Python's own functions out of the stacks. By default a
+        /// CPython 3.12 or later gets PYTHONPERFSUPPORT=1 (unless it is
+        /// set), which calls each Python function through a small
+        /// trampoline that the recorder steps through and names from the
+        /// perf map CPython writes (/tmp/perf-PID.map, removed once read).
+        /// Earlier versions ignore it.
+        #[arg(long)]
+        no_python_frames: bool,
         /// Entries each thread keeps of its time lost, the longest (1 to
         /// 64).
         #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -495,6 +503,7 @@ pub fn main() -> Result<u8> {
             only_lib,
             no_waits,
             pymalloc,
+            no_python_frames,
             waits_top,
             top,
             quiet,
@@ -537,6 +546,7 @@ pub fn main() -> Result<u8> {
                 waits: !no_waits,
                 waits_top,
                 pymalloc,
+                python_frames: !no_python_frames,
             })
         }
         Command::Ctl { pid, command } => crate::ctl::ctl(pid, &command.join(" ")),

@@ -53,4 +53,7 @@ pub struct RunOptions {
     pub waits_top: u32,
     /// Leave Python's pymalloc in place (no PYTHONMALLOC=malloc).
     pub pymalloc: bool,
+    /// Python's own functions in the stacks (PYTHONPERFSUPPORT=1, for
+    /// CPython 3.12 and later; `--no-python-frames`).
+    pub python_frames: bool,
 }

@@ -209,13 +209,25 @@ fn build(o: &Opened, emit: &mut dyn FnMut(&Sample) -> std::io::Result<()>) -> Re
 
     let mut functions: Vec<Function> = Vec::new();
     let mut function_ids: HashMap<(i64, i64), u64> = HashMap::default();
-    let mut function_id = |strings: &mut Strings, name: &str, file: &str| -> u64 {
+    // A JIT's function (a perf map's name: Python's `<module>`, V8's
+    // `<anonymous>`) has a system name of its own, `NAME [jit]`: pprof
+    // demangles a function whose name is its system name, and takes one
+    // with `<...>` for C++ and strips its "template parameters", so that
+    // `<module>` showed as `<unknown>`.
+    let mut function_id = |strings: &mut Strings, name: &str, file: &str, jit: bool| -> u64 {
         let key = (strings.id(name), strings.id(file));
+        let system_name = match jit {
+            true => strings.id(&format!(
+                "{name} {}",
+                heapledger_symbols::perfmap::JIT_BINARY
+            )),
+            false => key.0,
+        };
         *function_ids.entry(key).or_insert_with(|| {
             functions.push(Function {
                 id: functions.len() as u64 + 1,
                 name: key.0,
-                system_name: key.0,
+                system_name,
                 filename: key.1,
             });
             functions.len() as u64
@@ -236,8 +248,9 @@ fn build(o: &Opened, emit: &mut dyn FnMut(&Sample) -> std::io::Result<()>) -> Re
         } else {
             file
         };
+        let jit = site.is_some_and(|s| s.binary == heapledger_symbols::perfmap::JIT_BINARY);
         line.push(Line {
-            function_id: function_id(strings, &name, file),
+            function_id: function_id(strings, &name, file, jit),
             line: site.and_then(|s| s.line).unwrap_or(0) as i64,
         });
         for f in p.inline_chain(a) {
@@ -247,7 +260,7 @@ fn build(o: &Opened, emit: &mut dyn FnMut(&Sample) -> std::io::Result<()>) -> Re
                 f.file
             };
             line.push(Line {
-                function_id: function_id(strings, f.function, file),
+                function_id: function_id(strings, f.function, file, jit),
                 line: f.line.unwrap_or(0) as i64,
             });
         }

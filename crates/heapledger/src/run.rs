@@ -436,6 +436,10 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         bail!("--only-lib `{bad}`: a library's name, path or glob, without `:`");
     }
     let reaper = o.follow && become_subreaper();
+    let python_maps = o.python_frames && std::env::var_os("PYTHONPERFSUPPORT").is_none();
+    let run_start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let command = |program: &std::ffi::OsStr, script: Option<&Path>| {
         let mut c = Command::new(program);
         if o.only_lib.is_empty() {
@@ -447,6 +451,12 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         // `--pymalloc`); a PYTHONMALLOC of the user's own stands.
         if !o.pymalloc && std::env::var_os("PYTHONMALLOC").is_none() {
             c.env("PYTHONMALLOC", "malloc");
+        }
+        // Python's own functions in the stacks (CPython 3.12 and later:
+        // `--no-python-frames`); a PYTHONPERFSUPPORT of the user's own
+        // stands, and so do the maps it makes.
+        if python_maps {
+            c.env("PYTHONPERFSUPPORT", "1");
         }
         c.args(script)
             .args(&o.args)
@@ -819,6 +829,15 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         // the one line that says why stays the only one.
         if !failed {
             crate::recover::mention_leftovers();
+        }
+    }
+    // The perf maps CPython wrote because heapledger asked it to are read:
+    // they go, as the raw data does (kept where the profile could not be
+    // written, for `heapledger recover`).
+    if python_maps && !failed {
+        let main = profile.heapledger.as_ref().map(|e| e.pid);
+        for pid in main.into_iter().chain(children.iter().map(|c| c.1)) {
+            heapledger_symbols::perfmap::remove_python_map(pid, run_start_unix_ns);
         }
     }
     // Only now, as heapledger is about to exit: freeing the dumps, the profile

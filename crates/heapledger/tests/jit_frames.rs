@@ -5,6 +5,7 @@
 //! it is installed.
 
 mod common;
+mod support;
 
 use common::*;
 
@@ -25,10 +26,20 @@ impl Drop for MapOf {
 /// pid first; returns the profile, read through the MALT export, and what
 /// removes the perf map it left.
 fn run_in(dir: &Scratch, command: &[&std::ffi::OsStr]) -> (heapledger_profile::Profile, MapOf) {
+    run_with(dir, &[], command)
+}
+
+/// `run_in` with options for `heapledger run`.
+fn run_with(
+    dir: &Scratch,
+    options: &[&str],
+    command: &[&std::ffi::OsStr],
+) -> (heapledger_profile::Profile, MapOf) {
     let out = dir.join("p.sqlite");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
         .args(["run", "-q", "-o"])
         .arg(&out)
+        .args(options)
         .arg("--")
         .args(command)
         .current_dir(dir.join("."))
@@ -70,6 +81,54 @@ fn a_jit_frame_is_named_from_the_perf_map() {
         "{}",
         describe(&p, &stacks[0].stack)
     );
+}
+
+/// A JIT function named like C++ (`<module>`, as CPython names a module's
+/// code) keeps its name in `go tool pprof`: pprof takes a name with
+/// `<...>` whose system name is the same for a demangled C++ name, and
+/// strips it to nothing (`<unknown>`); the export gives JIT functions a
+/// system name of their own.
+#[test]
+fn go_tool_pprof_keeps_a_python_module_frame_s_name() {
+    support::require_tool("go", "golang-go");
+    let dir = Scratch::new("jit-pprof");
+    let exe = dir.join("jit_perfmap");
+    compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, &["25", "python"]);
+    let _map = MapOf(stdout);
+    let names: Vec<String> = p
+        .stacks
+        .iter()
+        .flat_map(|s| s.stack.iter().map(|&a| p.frame_name(a).into_owned()))
+        .collect();
+    assert!(names.iter().any(|n| n == "<module>"), "{names:?}");
+    let pb = dir.join("p.pb.gz");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("export")
+        .arg(dir.join("p.sqlite"))
+        .args(["--format", "pprof", "-o"])
+        .arg(&pb)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let o = std::process::Command::new("go")
+        .args(["tool", "pprof", "-traces"])
+        .arg(&pb)
+        .env("PPROF_TMPDIR", dir.join("."))
+        .output()
+        .unwrap();
+    let traces = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    let trace = traces
+        .split("-----------+")
+        .find(|t| t.contains("alloc_from_jit"))
+        .unwrap_or_else(|| panic!("{traces}"));
+    let lines: Vec<&str> = trace.lines().map(str::trim).collect();
+    let at = lines
+        .iter()
+        .position(|l| l.ends_with("alloc_from_jit"))
+        .unwrap();
+    assert_eq!(lines[at + 1], "<module>", "{trace}");
 }
 
 /// Without a perf map, the stub's frame is in no binary and has no name:
@@ -219,42 +278,35 @@ fn python_with_perf_trampolines() -> Option<std::path::PathBuf> {
     })
 }
 
-/// CPython 3.12 and later under `-X perf`: each Python function runs
-/// through a trampoline of its own, which keeps no frame pointer and has
-/// no unwind information. The recorder knows its code, so that a stack
-/// goes on through every Python function: `make_rows` under `outer` under
-/// the module, each with its file (before, stacks ended at the innermost
-/// Python function). Skipped where no such Python is found.
-#[test]
-fn python_functions_under_x_perf() {
-    let Some(python) = python_with_perf_trampolines() else {
-        eprintln!("python_functions_under_x_perf skipped: no Python 3.12 or later");
-        return;
-    };
+/// The Python functions of each stack that allocated through `make_rows`
+/// in a script run by `python` (3.12 or later) under `heapledger run
+/// OPTIONS -- python PYTHON_ARGS script`, innermost first; and the
+/// script's pid.
+fn python_chains(
+    python: &std::path::Path,
+    options: &[&str],
+    python_args: &[&str],
+) -> (Vec<Vec<String>>, u32) {
     let dir = Scratch::new("jit-python");
     let script = dir.join("rows.py");
     std::fs::write(
         &script,
         "import os\n\
+         print(os.getpid())\n\
          def make_rows(n):\n\
          \x20   return [str(i) * 3 for i in range(n)]\n\
          def outer():\n\
          \x20   return sum(len(make_rows(2000)) for _ in range(20))\n\
-         outer()\n\
-         print(os.getpid())\n",
+         outer()\n",
     )
     .unwrap();
-    let (p, _map) = run_in(
-        &dir,
-        &[
-            python.as_os_str(),
-            "-X".as_ref(),
-            "perf".as_ref(),
-            script.as_os_str(),
-        ],
-    );
+    let mut command: Vec<&std::ffi::OsStr> = vec![python.as_os_str()];
+    command.extend(python_args.iter().map(std::ffi::OsStr::new));
+    command.push(script.as_os_str());
+    let (p, map) = run_with(&dir, options, &command);
+    let pid = map.0.trim().parse().expect("the script's pid");
     let script_path = script.to_string_lossy().into_owned();
-    let chains: Vec<Vec<String>> = p
+    let chains = p
         .stacks
         .iter()
         .filter(|s| s.infos.alloc.count > 0)
@@ -269,9 +321,14 @@ fn python_functions_under_x_perf() {
         })
         .filter(|c| c.first().is_some_and(|f| f == "make_rows"))
         .collect();
+    (chains, pid)
+}
+
+/// Each chain reads `make_rows`, the generator, `outer`, the module.
+fn assert_whole_chains(chains: &[Vec<String>]) {
     assert!(!chains.is_empty(), "no stack through make_rows");
     // (The generator's name is qualified, `outer.<locals>.<genexpr>`.)
-    for c in &chains {
+    for c in chains {
         assert!(
             c.len() == 4
                 && c[0] == "make_rows"
@@ -281,4 +338,42 @@ fn python_functions_under_x_perf() {
             "{chains:?}"
         );
     }
+}
+
+/// CPython 3.12 and later under `-X perf`: each Python function runs
+/// through a trampoline of its own, which keeps no frame pointer and has
+/// no unwind information. The recorder knows its code, so that a stack
+/// goes on through every Python function: `make_rows` under `outer` under
+/// the module, each with its file (before, stacks ended at the innermost
+/// Python function). Skipped where no such Python is found.
+#[test]
+fn python_functions_under_x_perf() {
+    let Some(python) = python_with_perf_trampolines() else {
+        eprintln!("python_functions_under_x_perf skipped: no Python 3.12 or later");
+        return;
+    };
+    let (chains, _) = python_chains(&python, &[], &["-X", "perf"]);
+    assert_whole_chains(&chains);
+}
+
+/// The same without `-X perf`: `heapledger run` gives the program
+/// PYTHONPERFSUPPORT=1, and removes the perf map CPython wrote once it
+/// has read it; `--no-python-frames` leaves it out (stacks end in the
+/// interpreter's C functions, none of them in the script).
+#[test]
+fn python_functions_by_default_and_not_with_no_python_frames() {
+    let Some(python) = python_with_perf_trampolines() else {
+        eprintln!("python_functions_by_default skipped: no Python 3.12 or later");
+        return;
+    };
+    let (chains, pid) = python_chains(&python, &[], &[]);
+    assert_whole_chains(&chains);
+    let map = format!("/tmp/perf-{pid}.map");
+    assert!(
+        !std::path::Path::new(&map).exists(),
+        "{map} was left behind"
+    );
+    let (chains, pid) = python_chains(&python, &["--no-python-frames"], &[]);
+    assert!(chains.is_empty(), "{chains:?}");
+    assert!(!std::path::Path::new(&format!("/tmp/perf-{pid}.map")).exists());
 }

@@ -2,7 +2,9 @@
  * /tmp/perf-PID.map as V8 does (`--perf-basic-prof`), and calls through it
  * a function that allocates. The stub keeps a frame pointer, as JIT code
  * does, so that stacks unwind through it. Prints its pid.
- * Usage: jit_perfmap CALLS [nomap]: with `nomap`, no map is written. */
+ * Usage: jit_perfmap CALLS [nomap|python]: with `nomap`, no map is written;
+ * with `python`, the stub is named as CPython names a module's code
+ * (`py::<module>:/srv/app/view.py`). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +34,12 @@ int main(int argc, char **argv) {
         FILE *map = fopen(path, "w");
         if (!map)
             return 3;
-        fprintf(map, "%lx %zx JS:*renderRows /srv/app/view.js:27:9\n",
-                (unsigned long)(jit + 64), sizeof code);
+        if (argc > 2 && strcmp(argv[2], "python") == 0)
+            fprintf(map, "%lx %zx py::<module>:/srv/app/view.py\n",
+                    (unsigned long)(jit + 64), sizeof code);
+        else
+            fprintf(map, "%lx %zx JS:*renderRows /srv/app/view.js:27:9\n",
+                    (unsigned long)(jit + 64), sizeof code);
         fclose(map);
     }
     void (*stub)(void) = (void (*)(void))(jit + 64);
