@@ -16,7 +16,9 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::fmt;
 
-use heapledger_profile::{basename, ticks_to_seconds, Addr, ExitInfo, Profile, UNKNOWN};
+use heapledger_profile::{
+    basename, ticks_to_seconds, Addr, ExitInfo, Profile, JIT_BINARY, UNKNOWN,
+};
 
 /// What the summary shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,6 +215,9 @@ pub struct Summary {
     pub top_by_bytes: Vec<SiteTotal>,
     /// Top sites by allocation calls.
     pub top_by_calls: Vec<SiteTotal>,
+    /// Top JIT functions by bytes (Python's, JavaScript's): each stack's
+    /// innermost frame in JIT code, where the profile has such frames.
+    pub top_jit_by_bytes: Vec<SiteTotal>,
     /// The sites that held the most memory when the process reached its
     /// peak (heaptrack's "peak consumers").
     pub top_at_peak: Vec<SiteTotal>,
@@ -296,6 +301,15 @@ impl Summary {
         }
         let (top_leaks, leaking_stacks) = leak_reports(profile, &program_leaks, options.top);
 
+        let mut top_jit_by_bytes = sites.jit_totals;
+        top_jit_by_bytes.sort_by(|a, b| {
+            (Reverse(a.bytes), Reverse(a.calls), &a.site.function).cmp(&(
+                Reverse(b.bytes),
+                Reverse(b.calls),
+                &b.site.function,
+            ))
+        });
+        top_jit_by_bytes.truncate(options.top);
         let sites = sites.totals;
         let temporary = crate::temporary::Temporary::of(
             &sites,
@@ -381,6 +395,7 @@ impl Summary {
             alive_runtime,
             top_by_bytes,
             top_by_calls,
+            top_jit_by_bytes,
             top_at_peak,
             temporary,
             top_leaks,
@@ -662,6 +677,12 @@ fn leak_reports(
 pub struct SiteSums {
     totals: Vec<SiteTotal>,
     index: HashMap<Site, usize>,
+    /// The innermost JIT function of each stack (Python's, JavaScript's:
+    /// [`JIT_BINARY`]), summed as sites are; asked of a profile with such
+    /// frames only (`jit`, decided at the first stack).
+    jit: Option<bool>,
+    jit_totals: Vec<SiteTotal>,
+    jit_index: HashMap<Site, usize>,
     /// Sites decided by the leaf alone, by leaf address: stacks outnumber
     /// their leaves (a million stacks, a handful of allocating lines), and
     /// a site costs three strings and a symbol lookup.
@@ -686,6 +707,54 @@ impl SiteSums {
         if let Some(i) = self.site_index(profile, stack) {
             self.credit(i, infos);
         }
+        self.add_jit(profile, stack, infos);
+    }
+
+    /// Credits the innermost JIT function of `stack`, where the profile
+    /// has any.
+    fn add_jit(
+        &mut self,
+        profile: &Profile,
+        stack: &[Addr],
+        infos: &heapledger_profile::StackInfos,
+    ) {
+        let jit = *self
+            .jit
+            .get_or_insert_with(|| profile.sites.strings.iter().any(|s| s == JIT_BINARY));
+        if !jit {
+            return;
+        }
+        let Some(f) = stack
+            .iter()
+            .filter_map(|&a| profile.resolve_addr(a))
+            .find(|f| f.binary == JIT_BINARY && f.function != UNKNOWN)
+        else {
+            return;
+        };
+        let site = Site {
+            function: f.function.to_owned(),
+            location: f.location(),
+            library: JIT_BINARY.to_owned(),
+        };
+        let totals = &mut self.jit_totals;
+        let i = *self.jit_index.entry(site).or_insert_with_key(|site| {
+            totals.push(SiteTotal {
+                site: site.clone(),
+                calls: 0,
+                bytes: 0,
+                at_peak: 0,
+                leaked: 0,
+                lifetime: Default::default(),
+                temporary: 0,
+            });
+            totals.len() - 1
+        });
+        let t = &mut self.jit_totals[i];
+        t.calls = t.calls.saturating_add(infos.alloc.count);
+        t.bytes = t.bytes.saturating_add(infos.alloc.sum);
+        t.at_peak = t.at_peak.saturating_add(infos.global_peak.max(0) as u64);
+        t.lifetime.merge(&infos.lifetime);
+        t.temporary = t.temporary.saturating_add(infos.temporary);
     }
 
     /// [`add`](Self::add) for a stack whose leaf is `leaf`, its frames
@@ -704,11 +773,23 @@ impl SiteSums {
         if infos.alloc.count == 0 {
             return;
         }
+        let jit = *self
+            .jit
+            .get_or_insert_with(|| profile.sites.strings.iter().any(|s| s == JIT_BINARY));
+        let mut stack = Vec::new();
+        let mut frames = Some(frames);
+        if jit {
+            if let Some(f) = frames.take() {
+                f(&mut stack);
+            }
+            self.add_jit(profile, &stack, infos);
+        }
         let i = match self.by_leaf.get(&leaf) {
             Some(&i) => i,
             None => {
-                let mut stack = Vec::new();
-                frames(&mut stack);
+                if let Some(f) = frames.take() {
+                    f(&mut stack);
+                }
                 let Some(i) = self.site_index(profile, &stack) else {
                     return;
                 };
@@ -1241,6 +1322,11 @@ impl fmt::Display for Summary {
 
         self.write_sites(f, "Top allocation sites by bytes", &self.top_by_bytes)?;
         self.write_sites(f, "Top allocation sites by calls", &self.top_by_calls)?;
+        self.write_sites(
+            f,
+            "Top Python and JIT functions by bytes (each stack's innermost)",
+            &self.top_jit_by_bytes,
+        )?;
         if !self.top_at_peak.is_empty() {
             writeln!(f)?;
             writeln!(
@@ -1416,6 +1502,7 @@ impl Summary {
             },
             "top_sites_by_bytes": sites(&self.top_by_bytes),
             "top_sites_by_calls": sites(&self.top_by_calls),
+            "top_jit_functions_by_bytes": sites(&self.top_jit_by_bytes),
             "top_sites_at_peak": sites(&self.top_at_peak),
             "temporary": self.temporary.to_json(|t| {
                 let mut o = site(&t.site);

@@ -57,7 +57,7 @@ pub use prefetch::prefetch;
 pub use query::{ticks_to_seconds, Frame};
 pub use read::check_values;
 pub use scatter::{Scatter, ScatterAxis, ScatterChart, ScatterInfos, ScatterPoint};
-pub use sites::{basename, InstrEntry, MapEntry, SiteRef, Sites};
+pub use sites::{basename, InstrEntry, MapEntry, SiteRef, Sites, JIT_BINARY};
 pub use stacks::{
     shared_outer_frames, Changed, Leak, LeakBlock, LeakBlocks, MinMaxSum, Series, SeriesCounts,
     SeriesPoint, StackInfos, StackStat, Stacks, ThreadStacks,

@@ -11,6 +11,11 @@ use serde::{Deserialize, Serialize};
 use crate::addr::Addr;
 use crate::strings::{StringId, UNKNOWN};
 
+/// The binary of a frame in code a JIT compiled (or CPython's trampoline
+/// for a Python function), named from the runtime's perf map
+/// (`heapledger_symbols::perfmap`, which writes the same).
+pub const JIT_BINARY: &str = "[jit]";
+
 /// `sites`: mappings, interned strings and per-address symbols.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Sites {

@@ -81,6 +81,33 @@ fn a_jit_frame_is_named_from_the_perf_map() {
         "{}",
         describe(&p, &stacks[0].stack)
     );
+    // The summary's table of JIT functions: each stack's innermost JIT
+    // frame, here the stub's 25 calls of 48 bytes; no other.
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .arg("report")
+        .arg(dir.join("p.sqlite"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Top Python and JIT functions by bytes"))
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(table.len(), 1, "{text}");
+    assert!(
+        table[0]
+            .trim_start()
+            .starts_with("1.2 KiB (1200 B)     25 "),
+        "{}",
+        table[0]
+    );
+    assert!(
+        table[0].ends_with("renderRows  /srv/app/view.js:27  ([jit])"),
+        "{}",
+        table[0]
+    );
 }
 
 /// A JIT function named like C++ (`<module>`, as CPython names a module's
@@ -286,7 +313,7 @@ fn python_chains(
     python: &std::path::Path,
     options: &[&str],
     python_args: &[&str],
-) -> (Vec<Vec<String>>, u32) {
+) -> (Vec<Vec<String>>, u32, serde_json::Value) {
     let dir = Scratch::new("jit-python");
     let script = dir.join("rows.py");
     std::fs::write(
@@ -321,7 +348,13 @@ fn python_chains(
         })
         .filter(|c| c.first().is_some_and(|f| f == "make_rows"))
         .collect();
-    (chains, pid)
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(["report", "--json"])
+        .arg(dir.join("p.sqlite"))
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{report:?}");
+    (chains, pid, serde_json::from_slice(&report.stdout).unwrap())
 }
 
 /// Each chain reads `make_rows`, the generator, `outer`, the module.
@@ -352,7 +385,7 @@ fn python_functions_under_x_perf() {
         eprintln!("python_functions_under_x_perf skipped: no Python 3.12 or later");
         return;
     };
-    let (chains, _) = python_chains(&python, &[], &["-X", "perf"]);
+    let (chains, _, _) = python_chains(&python, &[], &["-X", "perf"]);
     assert_whole_chains(&chains);
 }
 
@@ -366,14 +399,26 @@ fn python_functions_by_default_and_not_with_no_python_frames() {
         eprintln!("python_functions_by_default skipped: no Python 3.12 or later");
         return;
     };
-    let (chains, pid) = python_chains(&python, &[], &[]);
+    let (chains, pid, j) = python_chains(&python, &[], &[]);
     assert_whole_chains(&chains);
+    // The summary names the script's function that allocated most.
+    let top = &j["top_jit_functions_by_bytes"][0];
+    assert_eq!(top["function"], "make_rows", "{j}");
+    assert!(
+        top["location"].as_str().unwrap().ends_with("rows.py"),
+        "{top}"
+    );
     let map = format!("/tmp/perf-{pid}.map");
     assert!(
         !std::path::Path::new(&map).exists(),
         "{map} was left behind"
     );
-    let (chains, pid) = python_chains(&python, &["--no-python-frames"], &[]);
+    let (chains, pid, j) = python_chains(&python, &["--no-python-frames"], &[]);
     assert!(chains.is_empty(), "{chains:?}");
+    assert_eq!(
+        j["top_jit_functions_by_bytes"],
+        serde_json::json!([]),
+        "{j}"
+    );
     assert!(!std::path::Path::new(&format!("/tmp/perf-{pid}.map")).exists());
 }
