@@ -133,6 +133,8 @@ fn check_pages(seen: &serde_json::Value, store: &Path) {
     );
     let top = &r["top_sites_by_bytes"][1];
     assert_eq!(seen["sites"][1][3], top["function"], "{seen:#}");
+    // No Python or JIT frame: no such table.
+    assert_eq!(seen["jitShown"], false, "{seen:#}");
 
     // The flame graph's frames are the call tree's nodes (by bytes, and
     // inverted by allocations: the callers' tree).
@@ -639,6 +641,32 @@ fn the_flame_graph_shows_one_thread() {
             ))
     });
     assert!(ok, "{alloc}");
+}
+
+/// A program whose allocations come through JIT code named in a perf map
+/// (the stub of `jit_perfmap.c`, named as CPython names a module's code):
+/// the overview lists the JIT function under the sites, as `report`
+/// does.
+#[test]
+fn the_overview_lists_the_python_and_jit_functions() {
+    let dir = Scratch::new("viewer-jit");
+    let exe = dir.join("jit_perfmap");
+    compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
+    let store = dir.join("p.sqlite");
+    let o = heapledger_run("dwarf", &store, &exe, &["25", "python"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pid = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    let (mut child, url) = start_view(&store, None);
+    let seen = look(&url, "");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(seen["jitShown"], true, "{seen:#}");
+    assert_eq!(
+        seen["jitSites"],
+        serde_json::json!([["1.2 KiB", "25", "0 B", "<module>", "/srv/app/view.py"]]),
+        "{seen:#}"
+    );
 }
 
 /// The time lost page: `waits.c`'s mutex waits, first, with the waiter's

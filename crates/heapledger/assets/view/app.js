@@ -97,6 +97,17 @@ async function overview() {
     el("td", { class: "mono" }, x.function), el("td", { class: "mono" }, sourceLink(x.location)), el("td", {}, x.library)));
   document.getElementById("sites").replaceChildren(
     el("tr", {}, ...["bytes", "calls", "at peak", "function", "where", "library"].map((h) => el("th", {}, h))), ...rows);
+  // Each stack's innermost Python (CPython 3.12 and later) or JIT
+  // function, where the profile has such frames.
+  const jit = s.top_jit_functions_by_bytes || [];
+  document.getElementById("jit-title").hidden = jit.length === 0;
+  document.getElementById("jit-sites").hidden = jit.length === 0;
+  document.getElementById("jit-sites").replaceChildren(
+    el("tr", {}, ...["bytes", "calls", "at peak", "function", "file"].map((h) => el("th", {}, h))),
+    ...jit.map((x) => el("tr", {},
+      el("td", { class: "num" }, bytes(x.bytes)), el("td", { class: "num" }, num(x.calls)),
+      el("td", { class: "num" }, bytes(x.bytes_at_peak)),
+      el("td", { class: "mono" }, x.function), el("td", { class: "mono" }, x.location))));
 }
 
 // ---- Flame graph (inferno's SVG: zoom, search, tooltips) ----

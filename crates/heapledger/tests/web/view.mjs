@@ -34,6 +34,8 @@ try {
     [c.dataset.card, { shown: c.querySelector(".value").textContent, exact: c.dataset.exact }])));
   seen.warnings = await page.$$eval("#warnings .warning", (ws) => ws.map((w) => w.textContent));
   seen.sites = await page.$$eval("#sites tr", (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
+  seen.jitShown = await page.isVisible("#jit-sites");
+  seen.jitSites = await page.$$eval("#jit-sites tr", (rs) => rs.slice(1).map((r) => [...r.cells].map((c) => c.textContent)));
 
   // The flame graph asked for and left before it loaded: its frame loads
   // hidden, without a width (inferno's script drew negative widths and
