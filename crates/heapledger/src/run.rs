@@ -436,7 +436,10 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         bail!("--only-lib `{bad}`: a library's name, path or glob, without `:`");
     }
     let reaper = o.follow && become_subreaper();
-    let python_maps = o.python_frames && std::env::var_os("PYTHONPERFSUPPORT").is_none();
+    // Only where every process is recorded: the maps of the processes
+    // `--no-follow` leaves out would stay in /tmp, unread.
+    let python_maps =
+        o.python_frames && o.follow && std::env::var_os("PYTHONPERFSUPPORT").is_none();
     let run_start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
