@@ -106,8 +106,9 @@ enum Command {
         /// set), which calls each Python function through a small
         /// trampoline that the recorder steps through and names from the
         /// perf map CPython writes (/tmp/perf-PID.map, removed once read).
-        /// Earlier versions ignore it; so does a run with --no-follow,
-        /// whose unrecorded children would leave their maps behind.
+        /// Earlier versions ignore it. Not set with --no-follow (unrecorded
+        /// children would leave their maps behind) or a --stack other than
+        /// dwarf (which alone steps through the trampolines).
         #[arg(long)]
         no_python_frames: bool,
         /// Entries each thread keeps of its time lost, the longest (1 to

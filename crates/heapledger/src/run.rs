@@ -436,10 +436,14 @@ pub fn run(o: &RunOptions) -> Result<u8> {
         bail!("--only-lib `{bad}`: a library's name, path or glob, without `:`");
     }
     let reaper = o.follow && become_subreaper();
-    // Only where every process is recorded: the maps of the processes
-    // `--no-follow` leaves out would stay in /tmp, unread.
-    let python_maps =
-        o.python_frames && o.follow && std::env::var_os("PYTHONPERFSUPPORT").is_none();
+    // Only where every process is recorded (the maps of the processes
+    // `--no-follow` leaves out would stay in /tmp, unread), and stacks are
+    // unwound with DWARF (a frame-pointer walk passes over the trampolines,
+    // which keep no frame pointer).
+    let python_maps = o.python_frames
+        && o.follow
+        && o.stack == StackArg::Dwarf
+        && std::env::var_os("PYTHONPERFSUPPORT").is_none();
     let run_start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);

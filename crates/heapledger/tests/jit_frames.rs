@@ -421,8 +421,15 @@ fn python_functions_by_default_and_not_with_no_python_frames() {
         "{j}"
     );
     assert!(!std::path::Path::new(&format!("/tmp/perf-{pid}.map")).exists());
-    // Nor with --no-follow, whose unrecorded children would leave maps.
-    let (chains, pid, _) = python_chains(&python, &["--no-follow"], &[]);
-    assert!(chains.is_empty(), "{chains:?}");
-    assert!(!std::path::Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+    // Nor with --no-follow, whose unrecorded children would leave maps, nor
+    // where no DWARF unwinding would step through the trampolines.
+    for options in [
+        &["--no-follow"][..],
+        &["--stack", "fp"],
+        &["--stack", "none"],
+    ] {
+        let (chains, pid, _) = python_chains(&python, options, &[]);
+        assert!(chains.is_empty(), "{options:?}: {chains:?}");
+        assert!(!std::path::Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+    }
 }
