@@ -105,6 +105,31 @@ pub struct SiteTotal {
     pub temporary: u64,
 }
 
+impl SiteTotal {
+    /// `site`, with nothing counted yet.
+    fn new(site: Site) -> SiteTotal {
+        SiteTotal {
+            site,
+            calls: 0,
+            bytes: 0,
+            at_peak: 0,
+            leaked: 0,
+            lifetime: Default::default(),
+            temporary: 0,
+        }
+    }
+
+    /// Counts a stack's allocations, bytes, share at the peak, lifetimes
+    /// and temporary blocks.
+    fn credit(&mut self, infos: &heapledger_profile::StackInfos) {
+        self.calls = self.calls.saturating_add(infos.alloc.count);
+        self.bytes = self.bytes.saturating_add(infos.alloc.sum);
+        self.at_peak = self.at_peak.saturating_add(infos.global_peak.max(0) as u64);
+        self.lifetime.merge(&infos.lifetime);
+        self.temporary = self.temporary.saturating_add(infos.temporary);
+    }
+}
+
 /// Blocks alive at exit that share a stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeakReport {
@@ -257,6 +282,15 @@ const FUNCTIONS: [&str; 9] = [
     "free",
 ];
 
+/// Most bytes first, then most calls, then by name.
+fn most_bytes(a: &SiteTotal, b: &SiteTotal) -> std::cmp::Ordering {
+    (Reverse(a.bytes), Reverse(a.calls), &a.site.function).cmp(&(
+        Reverse(b.bytes),
+        Reverse(b.calls),
+        &b.site.function,
+    ))
+}
+
 impl Summary {
     /// Computes the summary of `profile`.
     pub fn from_profile(profile: &Profile, options: &SummaryOptions) -> Summary {
@@ -302,13 +336,7 @@ impl Summary {
         let (top_leaks, leaking_stacks) = leak_reports(profile, &program_leaks, options.top);
 
         let mut top_jit_by_bytes = sites.jit_totals;
-        top_jit_by_bytes.sort_by(|a, b| {
-            (Reverse(a.bytes), Reverse(a.calls), &a.site.function).cmp(&(
-                Reverse(b.bytes),
-                Reverse(b.calls),
-                &b.site.function,
-            ))
-        });
+        top_jit_by_bytes.sort_by(most_bytes);
         top_jit_by_bytes.truncate(options.top);
         let sites = sites.totals;
         let temporary = crate::temporary::Temporary::of(
@@ -321,13 +349,7 @@ impl Summary {
         let mut top_at_peak: Vec<SiteTotal> =
             sites.iter().filter(|s| s.at_peak > 0).cloned().collect();
         let mut top_by_bytes = sites.clone();
-        top_by_bytes.sort_by(|a, b| {
-            (Reverse(a.bytes), Reverse(a.calls), &a.site.function).cmp(&(
-                Reverse(b.bytes),
-                Reverse(b.calls),
-                &b.site.function,
-            ))
-        });
+        top_by_bytes.sort_by(most_bytes);
         top_by_bytes.truncate(options.top);
         let mut top_by_calls = sites;
         top_by_calls.sort_by(|a, b| {
@@ -738,23 +760,10 @@ impl SiteSums {
         };
         let totals = &mut self.jit_totals;
         let i = *self.jit_index.entry(site).or_insert_with_key(|site| {
-            totals.push(SiteTotal {
-                site: site.clone(),
-                calls: 0,
-                bytes: 0,
-                at_peak: 0,
-                leaked: 0,
-                lifetime: Default::default(),
-                temporary: 0,
-            });
+            totals.push(SiteTotal::new(site.clone()));
             totals.len() - 1
         });
-        let t = &mut self.jit_totals[i];
-        t.calls = t.calls.saturating_add(infos.alloc.count);
-        t.bytes = t.bytes.saturating_add(infos.alloc.sum);
-        t.at_peak = t.at_peak.saturating_add(infos.global_peak.max(0) as u64);
-        t.lifetime.merge(&infos.lifetime);
-        t.temporary = t.temporary.saturating_add(infos.temporary);
+        self.jit_totals[i].credit(infos);
     }
 
     /// [`add`](Self::add) for a stack whose leaf is `leaf`, its frames
@@ -800,12 +809,7 @@ impl SiteSums {
     }
 
     fn credit(&mut self, i: usize, infos: &heapledger_profile::StackInfos) {
-        let t = &mut self.totals[i];
-        t.calls = t.calls.saturating_add(infos.alloc.count);
-        t.bytes = t.bytes.saturating_add(infos.alloc.sum);
-        t.at_peak = t.at_peak.saturating_add(infos.global_peak.max(0) as u64);
-        t.lifetime.merge(&infos.lifetime);
-        t.temporary = t.temporary.saturating_add(infos.temporary);
+        self.totals[i].credit(infos);
     }
 
     /// Adds the bytes a stack of `profile` left alive at exit.
@@ -829,15 +833,7 @@ impl SiteSums {
                 let (site, leaf_only) = site_of_stack(profile, stack)?;
                 let totals = &mut self.totals;
                 let i = *self.index.entry(site.clone()).or_insert_with(|| {
-                    totals.push(SiteTotal {
-                        site,
-                        calls: 0,
-                        bytes: 0,
-                        at_peak: 0,
-                        leaked: 0,
-                        lifetime: Default::default(),
-                        temporary: 0,
-                    });
+                    totals.push(SiteTotal::new(site));
                     totals.len() - 1
                 });
                 if leaf_only {
