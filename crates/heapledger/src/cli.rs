@@ -154,6 +154,11 @@ enum Command {
         /// One routine per source line instead of per function.
         #[arg(long)]
         by_line: bool,
+        /// Only the frames of Python functions (CPython 3.12 and later) and
+        /// other JIT code, and each stack's allocating function: the
+        /// interpreter's own frames between them left out.
+        #[arg(long)]
+        jit_only: bool,
         /// Print the tree as JSON.
         #[arg(long)]
         json: bool,
@@ -190,6 +195,11 @@ enum Command {
         /// `tree --collapse` does: none, direct, conservative, full.
         #[arg(long, default_value = "none", value_parser = parse_collapse)]
         collapse: heapledger_analysis::calltree::CollapseMode,
+        /// Folded stacks, flame graph and speedscope: only the frames of
+        /// Python functions (CPython 3.12 and later) and other JIT code,
+        /// and each stack's allocating function.
+        #[arg(long)]
+        jit_only: bool,
         /// Where to write it (default: <profile stem>.malt.json for malt,
         /// callgrind.out.<profile stem> for callgrind).
         #[arg(short, long, value_parser = crate::output::output_path)]
@@ -566,6 +576,7 @@ pub fn main() -> Result<u8> {
             max_level,
             bottom_up,
             by_line,
+            jit_only,
             json,
             from,
             to,
@@ -581,7 +592,7 @@ pub fn main() -> Result<u8> {
                 max_level,
                 bottom_up,
                 json,
-                by_line,
+                naming: crate::tree::Naming { by_line, jit_only },
             };
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
@@ -596,15 +607,33 @@ pub fn main() -> Result<u8> {
             metric,
             inverted,
             collapse,
+            jit_only,
             output,
             which,
         } => {
+            use crate::export::Format;
+            if jit_only
+                && !matches!(
+                    format,
+                    Format::Folded | Format::Flamegraph | Format::Speedscope
+                )
+            {
+                say!(
+                    "error: --jit-only applies to --format folded, flamegraph and speedscope, not {}",
+                    format!("{format:?}").to_lowercase()
+                );
+                return Ok(2);
+            }
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
             let out = output.unwrap_or_else(|| format.default_output(&file));
             let weights = crate::export::Weights {
                 metric,
                 inverted,
                 collapse,
+                naming: crate::tree::Naming {
+                    by_line: false,
+                    jit_only,
+                },
             };
             crate::export::write(&o, format, weights, &out)?;
             say!("heapledger: {} written to {}", format.name(), out.display());

@@ -71,6 +71,8 @@ pub struct Weights {
     pub inverted: bool,
     /// Recursion collapsed as `tree --collapse` does (seed 003).
     pub collapse: heapledger_analysis::calltree::CollapseMode,
+    /// How stacks are named (`--jit-only`).
+    pub naming: crate::tree::Naming,
 }
 
 /// Routine names as folded lines spell them: `;` inside a name becomes
@@ -338,7 +340,7 @@ pub fn write(o: &Opened, format: Format, weights: Weights, out: &Path) -> Result
     let profile = &o.profile;
     let samples = match format {
         Format::Folded | Format::Flamegraph | Format::Speedscope => {
-            Some(crate::tree::samples(o, weights.metric, false)?)
+            Some(crate::tree::samples(o, weights.metric, weights.naming)?)
         }
         _ => None,
     };
@@ -619,7 +621,7 @@ pub fn differential_svg_in(
         let mut text = Vec::new();
         write_folded(
             &mut text,
-            &crate::tree::samples_in(o, metric, false, range)?,
+            &crate::tree::samples_in(o, metric, Default::default(), range)?,
             CollapseMode::None,
         )?;
         Ok(String::from_utf8(text)?)

@@ -69,7 +69,19 @@ pub struct TreeOptions {
     pub max_level: u32,
     pub bottom_up: bool,
     pub json: bool,
+    pub naming: Naming,
+}
+
+/// How stacks become paths of routines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Naming {
+    /// One routine per source line instead of per function.
     pub by_line: bool,
+    /// Only each stack's frames in JIT code (Python's functions under
+    /// CPython 3.12 and later, JavaScript's), and its innermost frame (the
+    /// function that allocated) where that is not one: the interpreter's
+    /// own frames between them left out, as memray shows Python stacks.
+    pub jit_only: bool,
 }
 
 /// Names of the routines of one address, outermost first: the inlined
@@ -118,6 +130,9 @@ pub fn stack_weight(metric: Metric, infos: &StackInfos, ns_per_tick: f64) -> u64
 pub struct Namer<'p> {
     p: &'p Profile,
     by_line: bool,
+    jit_only: bool,
+    /// A stack's frames kept with `jit_only`.
+    kept: Vec<Addr>,
     /// Each address's routines: a slice of `flat`.
     routines: HashMap<Addr, (u32, u32)>,
     flat: Vec<RoutineId>,
@@ -134,10 +149,12 @@ pub struct Namer<'p> {
 }
 
 impl<'p> Namer<'p> {
-    pub fn new(p: &'p Profile, by_line: bool) -> Namer<'p> {
+    pub fn new(p: &'p Profile, naming: Naming) -> Namer<'p> {
         Namer {
             p,
-            by_line,
+            by_line: naming.by_line,
+            jit_only: naming.jit_only,
+            kept: Vec::new(),
             routines: HashMap::default(),
             flat: Vec::new(),
             names: Vec::new(),
@@ -152,6 +169,29 @@ impl<'p> Namer<'p> {
     /// interned with `intern` (always the same table); `[no stack]` for an
     /// empty stack.
     pub fn path(
+        &mut self,
+        stack: &[Addr],
+        intern: &mut dyn FnMut(&str) -> RoutineId,
+        out: &mut Vec<RoutineId>,
+    ) {
+        if self.jit_only {
+            let mut kept = std::mem::take(&mut self.kept);
+            kept.clear();
+            kept.extend(stack.iter().enumerate().filter_map(|(i, &a)| {
+                let jit = self
+                    .p
+                    .resolve_addr(a)
+                    .is_some_and(|s| s.binary == heapledger_profile::JIT_BINARY);
+                (jit || i == 0).then_some(a)
+            }));
+            self.path_of(&kept, intern, out);
+            self.kept = kept;
+        } else {
+            self.path_of(stack, intern, out);
+        }
+    }
+
+    fn path_of(
         &mut self,
         stack: &[Addr],
         intern: &mut dyn FnMut(&str) -> RoutineId,
@@ -187,8 +227,8 @@ impl<'p> Namer<'p> {
 }
 
 /// The profile's stacks as samples, root first, weighted by `metric`.
-pub fn samples(o: &Opened, metric: Metric, by_line: bool) -> Result<Samples> {
-    samples_in(o, metric, by_line, None)
+pub fn samples(o: &Opened, metric: Metric, naming: Naming) -> Result<Samples> {
+    samples_in(o, metric, naming, None)
 }
 
 /// What a time range of the run did at each stack, from the checkpoint
@@ -292,11 +332,11 @@ pub fn thread(o: &Opened, thread: u32) -> Result<Range> {
 pub fn samples_in(
     o: &Opened,
     metric: Metric,
-    by_line: bool,
+    naming: Naming,
     range: Option<&RangeRows>,
 ) -> Result<Samples> {
     let mut samples = Samples::new();
-    feed(o, metric, by_line, range, &mut samples)?;
+    feed(o, metric, naming, range, &mut samples)?;
     Ok(samples)
 }
 
@@ -424,7 +464,7 @@ fn shown_min(total: u64, limit_percent: f64) -> u64 {
 pub fn feed<S: Sink>(
     o: &Opened,
     metric: Metric,
-    by_line: bool,
+    naming: Naming,
     range: Option<&RangeRows>,
     sink: &mut S,
 ) -> Result<()> {
@@ -432,7 +472,7 @@ pub fn feed<S: Sink>(
         anyhow::bail!("a time range or a thread weighs stacks by allocations or bytes only");
     }
     let p = &o.profile;
-    let mut namer = Namer::new(p, by_line);
+    let mut namer = Namer::new(p, naming);
     let mut frames = Vec::new();
     let mut push = |stack: &[Addr], weight: u64, sink: &mut S| -> Result<()> {
         if weight == 0 {
@@ -549,7 +589,7 @@ pub fn print(p: &Opened, o: &TreeOptions, out: &mut impl Write) -> Result<()> {
     let mut sink = TreeSink::new(o.collapse, direction);
     // A collapsed tree larger than its budget takes more than one pass.
     loop {
-        feed(p, o.metric, o.by_line, rows, &mut sink)?;
+        feed(p, o.metric, o.naming, rows, &mut sink)?;
         if !sink.another_pass(o.limit_percent) {
             break;
         }

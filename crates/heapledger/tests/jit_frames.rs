@@ -158,6 +158,62 @@ fn go_tool_pprof_keeps_a_python_module_frame_s_name() {
     assert_eq!(lines[at + 1], "<module>", "{trace}");
 }
 
+/// `--jit-only`: each stack as its JIT frames and the function that
+/// allocated, the rest left out (as memray shows Python stacks); only
+/// where the output is a tree of stacks.
+#[test]
+fn jit_only_keeps_the_jit_frames_and_the_allocating_function() {
+    let dir = Scratch::new("jit-only");
+    let exe = dir.join("jit_perfmap");
+    compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
+    let (_, stdout) = profile_of("dwarf", &dir, &exe, &["25", "python"]);
+    let _map = MapOf(stdout);
+    let store = dir.join("p.sqlite");
+    let heapledger = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let store_s = store.to_str().unwrap();
+    let o = heapledger(&[
+        "export",
+        store_s,
+        "--format",
+        "folded",
+        "--metric",
+        "count",
+        "--jit-only",
+        "-o",
+        "-",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let folded = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = folded.lines().collect();
+    // The stub's stacks: main and the loader's frames left out.
+    assert!(lines.contains(&"<module>;alloc_from_jit 25"), "{folded}");
+    // Every allocation is still there, and no other stack has a frame in
+    // `main` (native frames other than the allocating one are left out).
+    let total = |text: &str| -> u64 {
+        text.lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum()
+    };
+    let o = heapledger(&[
+        "export", store_s, "--format", "folded", "--metric", "count", "-o", "-",
+    ]);
+    let whole = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(total(&folded), total(&whole));
+    assert!(whole.lines().any(|l| l.contains("main;")), "{whole}");
+    assert!(!folded.lines().any(|l| l.contains("main;")), "{folded}");
+    let o = heapledger(&["export", store_s, "--format", "malt", "--jit-only"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim(),
+        "error: --jit-only applies to --format folded, flamegraph and speedscope, not malt"
+    );
+}
+
 /// Without a perf map, the stub's frame is in no binary and has no name:
 /// it is named by its address, and the MALT export still gives it an
 /// entry in `sites.instr`, which MALT's reader looks every frame up in

@@ -110,7 +110,7 @@ fn one_pass(
     }
     let m = metrics.len();
     let mut sums = vec![0u64; frames.len() * m];
-    let mut namer = Namer::new(p, false);
+    let mut namer = Namer::new(p, Default::default());
     let mut path: Vec<RoutineId> = Vec::new();
     let mut walk = Walk::default();
     let add = |stack: &[heapledger_profile::Addr], w: &[u64]| {
@@ -283,7 +283,7 @@ fn per_tree(
     // The distinct stacks of routines, and their weights by each metric.
     let mut samples = calltree::Samples::new();
     let mut by_metric: Vec<Vec<u64>> = vec![Vec::new(); m];
-    let mut namer = Namer::new(&o.profile, false);
+    let mut namer = Namer::new(&o.profile, Default::default());
     let mut path: Vec<RoutineId> = Vec::new();
     let mut failed = None;
     each_weighted(o, metrics, range, |stack, w| {

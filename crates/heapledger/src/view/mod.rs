@@ -200,7 +200,10 @@ fn samples_of<'a>(
     if cache.samples.as_ref().is_none_or(|c| c.0 != key) {
         *cache = SampleCache::default();
         let rows = range.map(|r| r.rows.as_slice());
-        cache.samples = Some((key, crate::tree::samples_in(o, metric, false, rows)?));
+        cache.samples = Some((
+            key,
+            crate::tree::samples_in(o, metric, Default::default(), rows)?,
+        ));
     }
     Ok(&cache.samples.as_ref().expect("set above").1)
 }
@@ -276,6 +279,7 @@ pub fn answer(
                 metric: metric_of(query)?,
                 inverted: param(query, "inverted") == Some("1"),
                 collapse: collapse_of(query)?,
+                naming: Default::default(),
             };
             let range = filter_of(o, query)?;
             let samples = samples_of(o, cache, weights.metric, range.as_ref())?;
@@ -295,6 +299,7 @@ pub fn answer(
                 metric: metric_of(query)?,
                 inverted: param(query, "inverted") == Some("1"),
                 collapse: collapse_of(query)?,
+                naming: Default::default(),
             };
             let range = filter_of(o, query)?;
             Ok((
