@@ -20,10 +20,16 @@ use std::time::Duration;
 /// What view.mjs saw at `url` (following a top site's link to the
 /// sources page where its file's name holds `source`).
 fn look(url: &str, source: &str) -> serde_json::Value {
+    look_with(url, source, &[])
+}
+
+/// `look` with more variables for view.mjs (`HEAPLEDGER_JIT`).
+fn look_with(url: &str, source: &str, env: &[(&str, &str)]) -> serde_json::Value {
     let (web, chromium) = support::web_tools();
     let mut c = Command::new("node");
     c.arg(web.join("view.mjs")).arg(url).arg(&chromium);
     c.env("HEAPLEDGER_SOURCE", source);
+    c.envs(env.iter().copied());
     let o = support::run(c, Duration::from_secs(180));
     assert_eq!(o.code, Some(0), "view.mjs: {}\n{}", o.stderr, o.stdout);
     let seen: serde_json::Value = serde_json::from_str(o.stdout.trim())
@@ -658,10 +664,23 @@ fn the_overview_lists_the_python_and_jit_functions() {
     let pid = String::from_utf8_lossy(&o.stdout).trim().to_owned();
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     let (mut child, url) = start_view(&store, None);
-    let seen = look(&url, "");
+    let seen = look_with(&url, "", &[("HEAPLEDGER_JIT", "1")]);
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(seen["jitShown"], true, "{seen:#}");
+    // The flame graph with "Python and JIT functions only": the stub's
+    // frame over the allocating function, main and the loader's frames
+    // left out; and back.
+    let titles: Vec<String> = seen["jitFlame"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{seen:#}"))
+        .iter()
+        .map(|t| frame(t.as_str().unwrap()).0)
+        .collect();
+    assert!(titles.iter().any(|t| t == "<module>"), "{titles:?}");
+    assert!(titles.iter().any(|t| t == "alloc_from_jit"), "{titles:?}");
+    assert!(!titles.iter().any(|t| t == "main"), "{titles:?}");
+    assert!(seen["jitFlameOff"].is_array(), "{seen:#}");
     assert_eq!(
         seen["jitSites"],
         serde_json::json!([["1.2 KiB", "25", "0 B", "<module>", "/srv/app/view.py"]]),

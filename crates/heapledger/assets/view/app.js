@@ -253,6 +253,7 @@ async function flame() {
   if (flameRange && m !== "bytes" && m !== "count") document.getElementById("flame-metric").value = m = "bytes";
   const inv = document.getElementById("flame-inverted").checked ? 1 : 0;
   const c = document.getElementById("flame-collapse").value;
+  const jit = document.getElementById("flame-jit").checked ? 1 : 0;
   const frame = document.getElementById("flame-frame");
   const thread = document.getElementById("flame-thread").value;
   if (thread && m !== "bytes" && m !== "count") document.getElementById("flame-metric").value = m = "bytes";
@@ -263,12 +264,12 @@ async function flame() {
     banner.replaceChildren(`Only what was allocated between ${seconds(flameRange[0])} and ${seconds(flameRange[1])} (weighed by bytes or allocations). `,
       el("a", { href: "#flame" }, "Show the whole run"));
   }
-  if (frame.dataset.shown === `${m},${inv},${c}${range}`) return;
+  if (frame.dataset.shown === `${m},${inv},${c},${jit}${range}`) return;
   // Choices made in quick succession each ask for a graph; only the last
   // one asked for is shown, whatever order the answers come in.
   const asked = ++flameAsked;
   try {
-    let svg = await api(`flame?metric=${m}&inverted=${inv}&collapse=${c}${range}`, "text");
+    let svg = await api(`flame?metric=${m}&inverted=${inv}&collapse=${c}&jit=${jit}${range}`, "text");
     if (asked !== flameAsked) return;
     svg = inFrame(svg);
     svg = svg.replace(/<\/svg>\s*$/, tooltipScript(inv) + "</svg>");
@@ -285,7 +286,7 @@ async function flame() {
       if (before) URL.revokeObjectURL(before);
       // Every metric in the tooltips, where the data is there (a file
       // holds it for its first graph).
-      api(`flameinfo?metric=${m}&inverted=${inv}&collapse=${c}${range}`).then((info) => {
+      api(`flameinfo?metric=${m}&inverted=${inv}&collapse=${c}&jit=${jit}${range}`).then((info) => {
         if (asked === flameAsked) frame.contentWindow.postMessage({ heapledgerTooltips: tooltipTexts(info) }, "*");
       }).catch(() => {});
       const top = frame.getBoundingClientRect().top + window.scrollY;
@@ -293,7 +294,7 @@ async function flame() {
     };
     document.getElementById("flame-crumbs").replaceChildren();
     frame.src = url;
-    frame.dataset.shown = `${m},${inv},${c}${range}`;
+    frame.dataset.shown = `${m},${inv},${c},${jit}${range}`;
   } catch (e) {
     frame.removeAttribute("src");
     frame.dataset.shown = "";
@@ -669,7 +670,7 @@ api("threads").then((rows) => {
 }).catch(() => {});
 fill(document.getElementById("tree-metric"), METRICS, "bytes");
 document.querySelectorAll("select.collapse").forEach((s) => fill(s, COLLAPSE, "none"));
-for (const id of ["flame-metric", "flame-inverted", "flame-collapse", "flame-thread"]) document.getElementById(id).addEventListener("change", flame);
+for (const id of ["flame-metric", "flame-inverted", "flame-collapse", "flame-jit", "flame-thread"]) document.getElementById(id).addEventListener("change", flame);
 for (const id of ["tree-metric", "tree-direction", "tree-collapse"]) document.getElementById(id).addEventListener("change", tree);
 window.addEventListener("hashchange", show);
 api("meta").then((m) => { if (m.base) document.querySelector('nav a[data-page="diff"]').hidden = false; }).catch(() => {});

@@ -67,6 +67,7 @@ pub(super) fn flame_info(
             &metrics,
             weights.inverted,
             weights.collapse == CollapseMode::Direct,
+            weights.naming,
             range,
         )?,
         _ => per_tree(o, &frames, &metrics, weights, range)?,
@@ -92,6 +93,7 @@ fn one_pass(
     metrics: &[Metric],
     inverted: bool,
     runs: bool,
+    naming: crate::tree::Naming,
     range: Option<&Range>,
 ) -> Result<Vec<Vec<Option<u64>>>> {
     let p = &o.profile;
@@ -110,7 +112,7 @@ fn one_pass(
     }
     let m = metrics.len();
     let mut sums = vec![0u64; frames.len() * m];
-    let mut namer = Namer::new(p, Default::default());
+    let mut namer = Namer::new(p, naming);
     let mut path: Vec<RoutineId> = Vec::new();
     let mut walk = Walk::default();
     let add = |stack: &[heapledger_profile::Addr], w: &[u64]| {
@@ -283,7 +285,7 @@ fn per_tree(
     // The distinct stacks of routines, and their weights by each metric.
     let mut samples = calltree::Samples::new();
     let mut by_metric: Vec<Vec<u64>> = vec![Vec::new(); m];
-    let mut namer = Namer::new(&o.profile, Default::default());
+    let mut namer = Namer::new(&o.profile, weights.naming);
     let mut path: Vec<RoutineId> = Vec::new();
     let mut failed = None;
     each_weighted(o, metrics, range, |stack, w| {

@@ -20,8 +20,8 @@ pub use server::serve;
 
 use crate::export::{flame_frames, flame_lines_of, flamegraph_svg_of, FlameFrame, Weights};
 use crate::profiles::Opened;
-use crate::tree::Metric;
 use crate::tree::Range;
+use crate::tree::{Metric, Naming};
 use anyhow::{anyhow, Result};
 use flameinfo::flame_info;
 use heapledger_analysis::calltree::{self, CollapseMode, Direction, RenderOptions, Samples};
@@ -96,6 +96,15 @@ fn metric_of(query: &str) -> Result<Metric> {
     <Metric as clap::ValueEnum>::from_str(m, true).map_err(|_| anyhow!("no metric `{m}`"))
 }
 
+/// `jit=1`: each stack's Python and other JIT functions and the
+/// allocating one only (`--jit-only`).
+fn naming_of(query: &str) -> Naming {
+    Naming {
+        by_line: false,
+        jit_only: param(query, "jit") == Some("1"),
+    }
+}
+
 fn collapse_of(query: &str) -> Result<CollapseMode> {
     let c = param(query, "collapse").unwrap_or("none");
     c.parse().map_err(|_| anyhow!("no collapse mode `{c}`"))
@@ -139,7 +148,7 @@ impl Viewer {
         self.answer("summary", "")?;
         self.answer("timeline", "")?;
         // (A profile with nothing to draw says so when asked.)
-        let _ = self.answer("flame", "metric=bytes&inverted=0&collapse=none");
+        let _ = self.answer("flame", "metric=bytes&inverted=0&collapse=none&jit=0");
         Ok(())
     }
 }
@@ -181,7 +190,7 @@ fn diff_answer(
 /// (compileall's callers' view: 1.8 s).
 #[derive(Default)]
 pub struct SampleCache {
-    samples: Option<((Metric, String), Samples)>,
+    samples: Option<((Metric, String, Naming), Samples)>,
     frames: Option<(FlameKey, Arc<Vec<FlameFrame>>)>,
 }
 
@@ -194,16 +203,18 @@ fn samples_of<'a>(
     o: &Opened,
     cache: &'a mut SampleCache,
     metric: Metric,
+    naming: Naming,
     range: Option<&Range>,
 ) -> Result<&'a Samples> {
-    let key = (metric, range.map_or(String::new(), |r| r.key.clone()));
+    let key = (
+        metric,
+        range.map_or(String::new(), |r| r.key.clone()),
+        naming,
+    );
     if cache.samples.as_ref().is_none_or(|c| c.0 != key) {
         *cache = SampleCache::default();
         let rows = range.map(|r| r.rows.as_slice());
-        cache.samples = Some((
-            key,
-            crate::tree::samples_in(o, metric, Default::default(), rows)?,
-        ));
+        cache.samples = Some((key, crate::tree::samples_in(o, metric, naming, rows)?));
     }
     Ok(&cache.samples.as_ref().expect("set above").1)
 }
@@ -216,7 +227,7 @@ fn flame_frames_of(
     weights: &Weights,
     range: Option<&Range>,
 ) -> Result<Arc<Vec<FlameFrame>>> {
-    samples_of(o, cache, weights.metric, range)?;
+    samples_of(o, cache, weights.metric, weights.naming, range)?;
     let key = (weights.inverted, weights.collapse);
     if let Some((k, frames)) = &cache.frames {
         if *k == key {
@@ -279,10 +290,10 @@ pub fn answer(
                 metric: metric_of(query)?,
                 inverted: param(query, "inverted") == Some("1"),
                 collapse: collapse_of(query)?,
-                naming: Default::default(),
+                naming: naming_of(query),
             };
             let range = filter_of(o, query)?;
-            let samples = samples_of(o, cache, weights.metric, range.as_ref())?;
+            let samples = samples_of(o, cache, weights.metric, weights.naming, range.as_ref())?;
             let lines = flame_lines_of(samples, &weights);
             let svg = flamegraph_svg_of(o, &lines, weights)?;
             // Its tooltips' request comes next.
@@ -299,7 +310,7 @@ pub fn answer(
                 metric: metric_of(query)?,
                 inverted: param(query, "inverted") == Some("1"),
                 collapse: collapse_of(query)?,
-                naming: Default::default(),
+                naming: naming_of(query),
             };
             let range = filter_of(o, query)?;
             Ok((
@@ -313,7 +324,7 @@ pub fn answer(
                 "bottom-up" => Direction::BottomUp,
                 _ => Direction::TopDown,
             };
-            let samples = samples_of(o, cache, metric, None)?;
+            let samples = samples_of(o, cache, metric, naming_of(query), None)?;
             let tree = crate::tree::shown_tree(
                 samples,
                 collapse_of(query)?,
@@ -546,7 +557,7 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
                  metric: &str,
                  inverted: u8|
      -> Result<()> {
-        let q = format!("metric={metric}&inverted={inverted}&collapse=none");
+        let q = format!("metric={metric}&inverted={inverted}&collapse=none&jit=0");
         if let Ok((_, svg)) = answer(o, cache, "flame", &q) {
             data.insert(format!("flame?{q}"), String::from_utf8(svg)?.into());
         }
@@ -555,7 +566,7 @@ pub fn page_with_data(o: &Opened) -> Result<String> {
     flame(o, &mut cache, &mut data, "bytes", 0)?;
     flame(o, &mut cache, &mut data, "bytes", 1)?;
     // The first flame graph's tooltips with every metric.
-    let q = "metric=bytes&inverted=0&collapse=none";
+    let q = "metric=bytes&inverted=0&collapse=none&jit=0";
     if let Ok((_, info)) = answer(o, &mut cache, "flameinfo", q) {
         data.insert(format!("flameinfo?{q}"), serde_json::from_slice(&info)?);
     }

@@ -69,6 +69,24 @@ try {
     return f.$$eval("g > title", (ts) => ts.map((t) => t.textContent));
   };
   seen.flame = await flameTitles();
+  // Python and JIT functions only (HEAPLEDGER_JIT set: a profile with JIT
+  // frames): the graph without main, and back.
+  if (process.env.HEAPLEDGER_JIT) {
+    const titlesWhen = async (ok) => {
+      for (let i = 0; i < 300; i++) {
+        try {
+          const t = await (await svgFrame()).$$eval("g > title", (ts) => ts.map((x) => x.textContent));
+          if (t.length > 0 && ok(t)) return t;
+        } catch (e) { /* the frame is being replaced */ }
+        await page.waitForTimeout(100);
+      }
+      return null;
+    };
+    await page.check("#flame-jit");
+    seen.jitFlame = await titlesWhen((t) => !t.some((x) => x.startsWith("main ")));
+    await page.uncheck("#flame-jit");
+    seen.jitFlameOff = await titlesWhen((t) => t.some((x) => x.startsWith("main ")));
+  }
   // Every metric in the tooltips, once the page has sent them.
   const tooltipOf = async (start) => {
     const f = await svgFrame();
@@ -111,7 +129,7 @@ try {
   seen.flameInvertedMetric = metric;
   await page.selectOption("#flame-metric", metric);
   await page.check("#flame-inverted");
-  await page.waitForFunction((m) => document.getElementById("flame-frame").dataset.shown === `${m},1,none`, metric, { timeout: 30000 });
+  await page.waitForFunction((m) => document.getElementById("flame-frame").dataset.shown === `${m},1,none,0`, metric, { timeout: 30000 });
   await page.waitForTimeout(300);
   seen.flameInverted = await flameTitles();
 
