@@ -681,6 +681,17 @@ fn the_overview_lists_the_python_and_jit_functions() {
     assert!(titles.iter().any(|t| t == "alloc_from_jit"), "{titles:?}");
     assert!(!titles.iter().any(|t| t == "main"), "{titles:?}");
     assert!(seen["jitFlameOff"].is_array(), "{seen:#}");
+    // The call tree the same way (bottom-up, as the tour leaves it): the
+    // allocating function, then the stub's frame under it, no main.
+    let routines: Vec<&str> = seen["jitTree"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{seen:#}"))
+        .iter()
+        .map(|r| r["cells"][3].as_str().unwrap().trim())
+        .collect();
+    assert!(routines.contains(&"<module>"), "{routines:?}");
+    assert!(routines.contains(&"alloc_from_jit"), "{routines:?}");
+    assert!(!routines.contains(&"main"), "{routines:?}");
     assert_eq!(
         seen["jitSites"],
         serde_json::json!([["1.2 KiB", "25", "0 B", "<module>", "/srv/app/view.py"]]),

@@ -320,22 +320,26 @@ function inFrame(svg) {
 // The call tree last fetched, and the column its siblings are sorted by
 // (a click on a header: "incl", "excl" or "routine"; again: the other way).
 let treeData = null;
+// Whether the tree shown has only the Python and JIT functions.
+let treeJit = false;
 let treeSort = { key: "incl", desc: true };
 async function tree() {
   const m = document.getElementById("tree-metric").value;
   const d = document.getElementById("tree-direction").value;
   const c = document.getElementById("tree-collapse").value;
+  const jit = document.getElementById("tree-jit").checked;
   const table = document.getElementById("tree-table");
   try {
-    treeData = await api(`tree?metric=${m}&direction=${d}&collapse=${c}`);
+    treeData = await api(`tree?metric=${m}&direction=${d}&collapse=${c}${jit ? "&jit=1" : ""}`);
   } catch (e) { failed(table, e); return; }
+  treeJit = jit;
   renderTree();
 }
 
 function renderTree() {
   const t = treeData;
   const table = document.getElementById("tree-table");
-  document.getElementById("tree-total").textContent = `${t.direction}, ${t.mode} collapse: ${num(t.total)} ${t.metric} in all; nodes under 0.1% left out.`;
+  document.getElementById("tree-total").textContent = `${t.direction}, ${t.mode} collapse${treeJit ? ", Python and JIT functions only" : ""}: ${num(t.total)} ${t.metric} in all; nodes under 0.1% left out.`;
   const sortBy = (key) => () => {
     treeSort = { key, desc: treeSort.key === key ? !treeSort.desc : key !== "routine" };
     renderTree();
@@ -671,7 +675,7 @@ api("threads").then((rows) => {
 fill(document.getElementById("tree-metric"), METRICS, "bytes");
 document.querySelectorAll("select.collapse").forEach((s) => fill(s, COLLAPSE, "none"));
 for (const id of ["flame-metric", "flame-inverted", "flame-collapse", "flame-jit", "flame-thread"]) document.getElementById(id).addEventListener("change", flame);
-for (const id of ["tree-metric", "tree-direction", "tree-collapse"]) document.getElementById(id).addEventListener("change", tree);
+for (const id of ["tree-metric", "tree-direction", "tree-collapse", "tree-jit"]) document.getElementById(id).addEventListener("change", tree);
 window.addEventListener("hashchange", show);
 api("meta").then((m) => { if (m.base) document.querySelector('nav a[data-page="diff"]').hidden = false; }).catch(() => {});
 overview().catch((e) => failed(document.getElementById("page-overview"), e));

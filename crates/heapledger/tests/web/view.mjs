@@ -173,6 +173,15 @@ try {
     return { groups: lists.length, sorted: lists.every((g) => g.every((v, i) => i === 0 || g[i - 1] >= v)) };
   });
   seen.treeSortHeader = await page.textContent('#tree-table th[data-sort="excl"]');
+  // Python and JIT functions only (HEAPLEDGER_JIT: a profile with JIT
+  // frames), and back.
+  if (process.env.HEAPLEDGER_JIT) {
+    await page.check("#tree-jit");
+    await page.waitForFunction(() => /functions only/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
+    seen.jitTree = await rows();
+    await page.uncheck("#tree-jit");
+    await page.waitForFunction(() => !/functions only/.test(document.getElementById("tree-total").textContent), null, { timeout: 30000 });
+  }
   await page.click('#tree-table th[data-sort="incl"]');
 
   // A routine's name in the call tree opens its source (served pages).
