@@ -52,13 +52,28 @@ fn run_with(
     (read_profile(&json), map)
 }
 
-#[test]
-fn a_jit_frame_is_named_from_the_perf_map() {
-    let dir = Scratch::new("jit");
+/// `jit_perfmap` (the C program with a one-stub JIT) built and recorded
+/// in a fresh scratch directory, with its arguments: the directory (the
+/// store is `p.sqlite` there), the profile, and what removes its map.
+fn jit_stub(tag: &str, args: &[&str]) -> (Scratch, heapledger_profile::Profile, MapOf) {
+    let dir = Scratch::new(tag);
     let exe = dir.join("jit_perfmap");
     compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
-    let (p, stdout) = profile_of("dwarf", &dir, &exe, &["25"]);
-    let _map = MapOf(stdout.clone());
+    let (p, stdout) = profile_of("dwarf", &dir, &exe, args);
+    (dir, p, MapOf(stdout))
+}
+
+/// `heapledger ARGS`, its output.
+fn heapledger<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_jit_frame_is_named_from_the_perf_map() {
+    let (dir, p, _map) = jit_stub("jit", &["25"]);
     let alloc = site_line("jit_perfmap.c", "jit_alloc");
     let call = site_line("jit_perfmap.c", "jit_call");
     let stacks = stacks_at(&p, "alloc_from_jit", alloc);
@@ -83,11 +98,7 @@ fn a_jit_frame_is_named_from_the_perf_map() {
     );
     // The summary's table of JIT functions: each stack's innermost JIT
     // frame, here the stub's 25 calls of 48 bytes; no other.
-    let report = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .arg("report")
-        .arg(dir.join("p.sqlite"))
-        .output()
-        .unwrap();
+    let report = heapledger(&["report".as_ref(), dir.join("p.sqlite").as_os_str()]);
     let text = String::from_utf8_lossy(&report.stdout);
     let table: Vec<&str> = text
         .lines()
@@ -118,11 +129,7 @@ fn a_jit_frame_is_named_from_the_perf_map() {
 #[test]
 fn go_tool_pprof_keeps_a_python_module_frame_s_name() {
     support::require_tool("go", "golang-go");
-    let dir = Scratch::new("jit-pprof");
-    let exe = dir.join("jit_perfmap");
-    compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
-    let (p, stdout) = profile_of("dwarf", &dir, &exe, &["25", "python"]);
-    let _map = MapOf(stdout);
+    let (dir, p, _map) = jit_stub("jit-pprof", &["25", "python"]);
     let names: Vec<String> = p
         .stacks
         .iter()
@@ -130,13 +137,14 @@ fn go_tool_pprof_keeps_a_python_module_frame_s_name() {
         .collect();
     assert!(names.iter().any(|n| n == "<module>"), "{names:?}");
     let pb = dir.join("p.pb.gz");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .arg("export")
-        .arg(dir.join("p.sqlite"))
-        .args(["--format", "pprof", "-o"])
-        .arg(&pb)
-        .output()
-        .unwrap();
+    let o = heapledger(&[
+        "export".as_ref(),
+        dir.join("p.sqlite").as_os_str(),
+        "--format".as_ref(),
+        "pprof".as_ref(),
+        "-o".as_ref(),
+        pb.as_os_str(),
+    ]);
     assert!(o.status.success(), "{o:?}");
     let o = std::process::Command::new("go")
         .args(["tool", "pprof", "-traces"])
@@ -163,18 +171,8 @@ fn go_tool_pprof_keeps_a_python_module_frame_s_name() {
 /// where the output is a tree of stacks.
 #[test]
 fn jit_only_keeps_the_jit_frames_and_the_allocating_function() {
-    let dir = Scratch::new("jit-only");
-    let exe = dir.join("jit_perfmap");
-    compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
-    let (_, stdout) = profile_of("dwarf", &dir, &exe, &["25", "python"]);
-    let _map = MapOf(stdout);
+    let (dir, _, _map) = jit_stub("jit-only", &["25", "python"]);
     let store = dir.join("p.sqlite");
-    let heapledger = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
-            .args(args)
-            .output()
-            .unwrap()
-    };
     let store_s = store.to_str().unwrap();
     let o = heapledger(&[
         "export",
@@ -220,10 +218,7 @@ fn jit_only_keeps_the_jit_frames_and_the_allocating_function() {
 /// (it crashed on a Node program's export before).
 #[test]
 fn a_frame_in_no_binary_has_a_site_in_the_malt_export() {
-    let dir = Scratch::new("jit-nomap");
-    let exe = dir.join("jit_perfmap");
-    compile("cc", &["jit_perfmap.c"], SITE_FLAGS, &exe);
-    let (p, _) = profile_of("dwarf", &dir, &exe, &["25", "nomap"]);
+    let (dir, p, _map) = jit_stub("jit-nomap", &["25", "nomap"]);
     let alloc = site_line("jit_perfmap.c", "jit_alloc");
     let stacks = stacks_at(&p, "alloc_from_jit", alloc);
     assert_eq!(stacks.len(), 1, "{stacks:?}");
@@ -404,11 +399,11 @@ fn python_chains(
         })
         .filter(|c| c.first().is_some_and(|f| f == "make_rows"))
         .collect();
-    let report = std::process::Command::new(env!("CARGO_BIN_EXE_heapledger"))
-        .args(["report", "--json"])
-        .arg(dir.join("p.sqlite"))
-        .output()
-        .unwrap();
+    let report = heapledger(&[
+        "report".as_ref(),
+        "--json".as_ref(),
+        dir.join("p.sqlite").as_os_str(),
+    ]);
     assert!(report.status.success(), "{report:?}");
     (chains, pid, serde_json::from_slice(&report.stdout).unwrap())
 }
