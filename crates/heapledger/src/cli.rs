@@ -441,6 +441,17 @@ fn summary_of(
     ))
 }
 
+/// `--jit-only` on a profile without a frame in JIT code: each stack is
+/// its allocating function alone, which says so.
+fn no_jit_frames(o: &crate::profiles::Opened, jit_only: bool) {
+    let jit = heapledger_profile::JIT_BINARY;
+    if jit_only && !o.profile.sites.strings.iter().any(|s| s == jit) {
+        say!(
+            "heapledger: no Python or JIT function in this profile (CPython 3.12 or later, or a perf map): --jit-only leaves each stack its allocating function"
+        );
+    }
+}
+
 fn after(file: &std::path::Path, o: &crate::profiles::Opened) {
     if let Some((seq, secs)) = o.checkpoint {
         say!(
@@ -583,6 +594,7 @@ pub fn main() -> Result<u8> {
             thread,
         } => {
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
+            no_jit_frames(&o, jit_only);
             let opts = crate::tree::TreeOptions {
                 collapse,
                 range: from.zip(to),
@@ -625,6 +637,7 @@ pub fn main() -> Result<u8> {
                 return Ok(2);
             }
             let o = opened(&file, &which, crate::profiles::Load::Streamed)?;
+            no_jit_frames(&o, jit_only);
             let out = output.unwrap_or_else(|| format.default_output(&file));
             let weights = crate::export::Weights {
                 metric,

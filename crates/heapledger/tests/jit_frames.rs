@@ -186,6 +186,11 @@ fn jit_only_keeps_the_jit_frames_and_the_allocating_function() {
         "-",
     ]);
     assert!(o.status.success(), "{o:?}");
+    // A profile with JIT frames: no note that it has none.
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("no Python or JIT"),
+        "{o:?}"
+    );
     let folded = String::from_utf8_lossy(&o.stdout);
     let lines: Vec<&str> = folded.lines().collect();
     // The stub's stacks: main and the loader's frames left out.
@@ -204,6 +209,19 @@ fn jit_only_keeps_the_jit_frames_and_the_allocating_function() {
     assert_eq!(total(&folded), total(&whole));
     assert!(whole.lines().any(|l| l.contains("main;")), "{whole}");
     assert!(!folded.lines().any(|l| l.contains("main;")), "{folded}");
+    // A profile without JIT frames says so.
+    let (native, _, _map) = jit_stub("jit-only-native", &["25", "nomap"]);
+    let o = heapledger(&[
+        "tree".as_ref(),
+        native.join("p.sqlite").as_os_str(),
+        "--jit-only".as_ref(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .starts_with("heapledger: no Python or JIT function in this profile"),
+        "{o:?}"
+    );
     let o = heapledger(&["export", store_s, "--format", "malt", "--jit-only"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
